@@ -1,0 +1,173 @@
+/*
+ * Loom: collective communication for GPUs and CPU processes.
+ *
+ * The C API mirrors NCCL's (types, values, argument order and in-place rules) with the `loom` prefix,
+ * so that code written for NCCL ports by renaming. This header is C11 and includes no CUDA header:
+ * a cudaStream_t converts implicitly to loomStream_t.
+ */
+#ifndef LOOM_H_
+#define LOOM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define LOOM_API
+#elif defined(LOOM_BUILDING_LIBRARY)
+#define LOOM_API __attribute__((visibility("default")))
+#else
+#define LOOM_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_MAJOR 0
+#define LOOM_MINOR 1
+#define LOOM_PATCH 0
+#define LOOM_VERSION_CODE (LOOM_MAJOR * 10000 + LOOM_MINOR * 100 + LOOM_PATCH)
+
+/* Same layout as cudaStream_t, so a CUDA stream can be passed without a cast. */
+typedef struct CUstream_st* loomStream_t;
+
+typedef struct loomComm* loomComm_t;
+
+#define LOOM_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[LOOM_UNIQUE_ID_BYTES];
+} loomUniqueId;
+
+typedef enum {
+  loomSuccess = 0,
+  loomUnhandledCudaError = 1,
+  loomSystemError = 2,
+  loomInternalError = 3,
+  loomInvalidArgument = 4,
+  loomInvalidUsage = 5,
+  loomRemoteError = 6,
+  loomInProgress = 7,
+  loomTimeout = 8,
+  loomNumResults = 9
+} loomResult_t;
+
+typedef enum {
+  loomInt8 = 0,
+  loomChar = 0,
+  loomUint8 = 1,
+  loomInt32 = 2,
+  loomInt = 2,
+  loomUint32 = 3,
+  loomInt64 = 4,
+  loomUint64 = 5,
+  loomFloat16 = 6,
+  loomHalf = 6,
+  loomFloat32 = 7,
+  loomFloat = 7,
+  loomFloat64 = 8,
+  loomDouble = 8,
+  loomBfloat16 = 9,
+  loomFloat8e4m3 = 10,
+  loomFloat8e5m2 = 11,
+  loomNumTypes = 12
+} loomDataType_t;
+
+/* Values >= loomNumOps are custom operators made by loomRedOpCreatePreMulSum. */
+typedef enum {
+  loomSum = 0,
+  loomProd = 1,
+  loomMax = 2,
+  loomMin = 3,
+  loomAvg = 4,
+  loomNumOps = 5,
+  loomMaxRedOp = 0x7fffffff
+} loomRedOp_t;
+
+typedef enum { loomScalarDevice = 0, loomScalarHostImmediate = 1 } loomScalarResidence_t;
+
+#define LOOM_SPLIT_NOCOLOR (-1)
+#define LOOM_CONFIG_UNDEF_INT INT32_MIN
+#define LOOM_CONFIG_MAGIC 0x6c6f6f6du /* "loom" */
+
+/* Always initialise with LOOM_CONFIG_INITIALIZER: the hidden fields let the library accept structs
+ * from older headers. Fields left at LOOM_CONFIG_UNDEF_INT / NULL take their defaults. */
+typedef struct {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;         /* 1 (default): calls return when done; 0: may return loomInProgress */
+  const char* commName; /* appears in logs and error messages */
+  int timeoutMs;        /* per-operation progress timeout; default LOOM_TIMEOUT_MS or 10 minutes */
+  int splitShare;       /* accepted for NCCL compatibility; resources are never shared */
+} loomConfig_t;
+
+#define LOOM_CONFIG_INITIALIZER                                                               \
+  {                                                                                           \
+    sizeof(loomConfig_t), LOOM_CONFIG_MAGIC, LOOM_VERSION_CODE, LOOM_CONFIG_UNDEF_INT, NULL, \
+        LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT                                          \
+  }
+
+LOOM_API loomResult_t loomGetVersion(int* version);
+LOOM_API const char* loomGetErrorString(loomResult_t result);
+/* The last error seen by this communicator (or by this thread when comm is NULL), with the peer
+ * and operation involved. Never NULL. */
+LOOM_API const char* loomGetLastError(loomComm_t comm);
+
+LOOM_API loomResult_t loomGetUniqueId(loomUniqueId* uniqueId);
+LOOM_API loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId, int rank);
+LOOM_API loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId commId,
+                                             int rank, loomConfig_t* config);
+/* devlist == NULL: ndev host ranks as threads of this process. */
+LOOM_API loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist);
+LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm,
+                                    loomConfig_t* config);
+LOOM_API loomResult_t loomCommFinalize(loomComm_t comm);
+LOOM_API loomResult_t loomCommDestroy(loomComm_t comm);
+LOOM_API loomResult_t loomCommAbort(loomComm_t comm);
+LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError);
+LOOM_API loomResult_t loomCommCount(const loomComm_t comm, int* count);
+LOOM_API loomResult_t loomCommCuDevice(const loomComm_t comm, int* device);
+LOOM_API loomResult_t loomCommUserRank(const loomComm_t comm, int* rank);
+
+LOOM_API loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t* op, void* scalar, loomDataType_t datatype,
+                                               loomScalarResidence_t residence, loomComm_t comm);
+LOOM_API loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
+
+LOOM_API loomResult_t loomReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 loomDataType_t datatype, loomRedOp_t op, int root, loomComm_t comm,
+                                 loomStream_t stream);
+LOOM_API loomResult_t loomBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                    loomDataType_t datatype, int root, loomComm_t comm,
+                                    loomStream_t stream);
+LOOM_API loomResult_t loomAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    loomDataType_t datatype, loomRedOp_t op, loomComm_t comm,
+                                    loomStream_t stream);
+/* In place when recvbuff == sendbuff + rank*recvcount. */
+LOOM_API loomResult_t loomReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                        loomDataType_t datatype, loomRedOp_t op, loomComm_t comm,
+                                        loomStream_t stream);
+/* In place when sendbuff == recvbuff + rank*sendcount. */
+LOOM_API loomResult_t loomAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                    loomDataType_t datatype, loomComm_t comm, loomStream_t stream);
+/* count elements go to (and come from) each peer. */
+LOOM_API loomResult_t loomAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                   loomDataType_t datatype, loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomGather(const void* sendbuff, void* recvbuff, size_t count,
+                                 loomDataType_t datatype, int root, loomComm_t comm,
+                                 loomStream_t stream);
+LOOM_API loomResult_t loomScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                  loomDataType_t datatype, int root, loomComm_t comm,
+                                  loomStream_t stream);
+LOOM_API loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_t datatype, int peer,
+                               loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer,
+                               loomComm_t comm, loomStream_t stream);
+
+LOOM_API loomResult_t loomGroupStart(void);
+LOOM_API loomResult_t loomGroupEnd(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_H_ */

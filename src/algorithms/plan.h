@@ -1,0 +1,94 @@
+// The plan: the central contract between algorithms (which build it) and the executor (which runs it),
+// the verifier (which proves it) and the simulator (which times it). See ../../DESIGN.md "Plans".
+//
+// A plan is one rank's share of one operation. It is made of lanes; each lane is an ordered list of
+// steps that runs strictly in order, while different lanes progress independently (so a rank can send
+// to one peer while it waits on another). A lane owns its connections: for a given (peer, channel,
+// direction) at most one lane of a plan sends (or receives), so messages on a connection are matched
+// in order between the sending lane of one rank and the receiving lane of the other.
+//
+// Offsets and counts are in elements of the operation's datatype. Every message is at most
+// Plan::maxMessageElems elements and never empty; the executor sizes its FIFO slots from that.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+enum class Collective : uint8_t {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AlltoAll,
+  Gather,
+  Scatter,
+  SendRecv,  // a group's point-to-point operations
+};
+const char* collectiveName(Collective coll);
+
+// Buffer table indices. Collectives use kSendBuffer/kRecvBuffer (the user's) and kScratchBuffer (a
+// temporary of Plan::scratchElems elements the executor allocates). Point-to-point plans use
+// kFirstP2pBuffer + i for the i-th operation of the group, in call order.
+constexpr uint32_t kNoBuffer = 0xffffffffu;
+constexpr uint32_t kSendBuffer = 0;
+constexpr uint32_t kRecvBuffer = 1;
+constexpr uint32_t kScratchBuffer = 2;
+constexpr uint32_t kFirstP2pBuffer = 3;
+
+struct BufRef {
+  uint32_t buffer = kNoBuffer;
+  uint64_t offset = 0;  // elements
+  bool valid() const { return buffer != kNoBuffer; }
+};
+
+enum class StepKind : uint8_t {
+  Send,            // send src[0..count) to sendPeer
+  Recv,            // receive count elements from recvPeer into dst
+  RecvReduce,      // dst = incoming (op) src
+  RecvReduceSend,  // out = incoming (op) src; send out to sendPeer; also store out in dst if valid
+  RecvCopySend,    // receive into dst (if valid) and forward the same elements to sendPeer
+  Copy,            // dst = src (local; src and dst may be the same memory)
+};
+const char* stepKindName(StepKind kind);
+
+struct Step {
+  StepKind kind = StepKind::Copy;
+  int32_t sendPeer = -1;
+  int32_t recvPeer = -1;
+  BufRef src;
+  BufRef dst;
+  uint64_t count = 0;
+  // Apply the operator's post-processing to this step's result (Avg: divide by nranks; PreMulSum:
+  // multiply by the scalar). Exactly one step per output element of a reduction carries it, the one
+  // that produces the element's complete value, before that value is stored or forwarded.
+  bool finalize = false;
+};
+
+struct Lane {
+  uint32_t channel = 0;  // connection index used for every send/recv of this lane
+  std::vector<Step> steps;
+};
+
+struct Plan {
+  Collective coll = Collective::AllReduce;
+  int nranks = 1;
+  int rank = 0;
+  uint64_t scratchElems = 0;
+  uint64_t maxMessageElems = 0;  // largest count of any send/recv step (0 when none)
+  uint32_t nchannels = 1;        // channels used: every lane's channel is < nchannels
+  std::vector<Lane> lanes;
+  std::string algorithm;         // "ring", "direct", "p2p", ... for logs and traces
+};
+
+// One point-to-point operation of a group, as the p2p builder sees it.
+struct P2pOp {
+  bool isSend = false;
+  int peer = 0;
+  uint64_t count = 0;  // elements
+};
+
+}  // namespace loom
