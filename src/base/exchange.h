@@ -1,0 +1,26 @@
+// What transports need from the bootstrap during setup, as an interface so that transport/ does not
+// depend on bootstrap/ (DESIGN.md: dependencies point one way).
+#pragma once
+
+#include <cstddef>
+
+#include "base/socket.h"
+#include "base/status.h"
+
+namespace loom {
+
+class PeerExchange {
+ public:
+  virtual ~PeerExchange() = default;
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  // Every rank contributes `bytes` bytes; `all` receives nranks * bytes, in rank order.
+  virtual Status allGather(const void* mine, void* all, size_t bytes) = 0;
+  virtual Status barrier() = 0;
+  // A data connection to `peer`, authenticated with the communicator's secret and tagged with `tag`.
+  virtual Status connectData(int peer, int tag, Socket* out) = 0;
+  // The next authenticated incoming data connection, and who made it.
+  virtual Status acceptData(Socket* out, int* fromRank, int* tag) = 0;
+};
+
+}  // namespace loom

@@ -1,0 +1,75 @@
+// TCP sockets for the bootstrap and the socket transport: addresses, interface choice
+// (LOOM_SOCKET_IFNAME, same syntax as NCCL_SOCKET_IFNAME), listen/connect/accept, and blocking
+// transfers that honour a deadline and an abort flag instead of waiting forever.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/clock.h"
+#include "base/status.h"
+
+namespace loom {
+
+// An IPv4 or IPv6 endpoint, stored in a fixed 28-byte form so it can travel inside ids and messages.
+struct SocketAddress {
+  uint16_t family = 0;  // AF_INET or AF_INET6
+  uint16_t port = 0;    // host byte order
+  uint8_t addr[16] = {0};
+
+  sockaddr_storage toSockaddr(socklen_t* len) const;
+  static SocketAddress fromSockaddr(const sockaddr* sa);
+  std::string toString() const;
+  bool valid() const { return family == AF_INET || family == AF_INET6; }
+};
+
+// Parses "host:port" or "[v6]:port"; host may be a name resolved with getaddrinfo.
+Status parseSocketAddress(const std::string& text, SocketAddress* out);
+
+// The address this host advertises to peers: first interface matching LOOM_SOCKET_IFNAME (prefix list,
+// '^' excludes, '=' exact), else the first non-loopback interface that is up, else loopback.
+Status chooseLocalAddress(SocketAddress* out);
+
+// An owned file descriptor.
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& other) noexcept : fd_(other.release()) {}
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { close(); }
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void close();
+  Status setNonBlocking(bool on);
+
+ private:
+  int fd_ = -1;
+};
+
+// Something that can stop a blocking transfer early (a communicator's abort flag).
+using AbortFlag = std::atomic<bool>;
+
+Status listenOn(const SocketAddress& bindAddr, Socket* listener, SocketAddress* boundAddr);
+Status connectTo(const SocketAddress& addr, Deadline deadline, const AbortFlag* abort, Socket* out);
+// Waits for one incoming connection; loomTimeout / loomRemoteError(aborted) when it does not come.
+Status acceptOne(const Socket& listener, Deadline deadline, const AbortFlag* abort, Socket* out);
+
+// Blocking full transfers over a (possibly nonblocking) socket; a closed peer is loomRemoteError.
+Status sendAll(const Socket& s, const void* data, size_t bytes, Deadline deadline, const AbortFlag* abort);
+Status recvAll(const Socket& s, void* data, size_t bytes, Deadline deadline, const AbortFlag* abort);
+
+}  // namespace loom

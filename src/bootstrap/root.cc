@@ -1,0 +1,85 @@
+#include "bootstrap/root.h"
+
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "base/env.h"
+#include "base/log.h"
+
+namespace loom {
+namespace {
+
+constexpr int kHelloTimeoutMs = 2000;  // a client that connects must say hello this quickly
+
+struct Joined {
+  Socket socket;
+  RankInfo info;
+};
+
+void sendReply(const Socket& s, uint32_t status, const void* data, uint32_t bytes, Deadline deadline) {
+  RootReply reply{status, bytes};
+  if (sendAll(s, &reply, sizeof(reply), deadline, nullptr).ok() && bytes > 0)
+    (void)sendAll(s, data, bytes, deadline, nullptr);
+}
+
+void refuse(const Socket& s, const std::string& why) {
+  LOOM_WARN(Boot, "rendezvous: refusing a rank: {}", why);
+  sendReply(s, 1, why.data(), static_cast<uint32_t>(why.size()), Deadline::afterMs(kHelloTimeoutMs));
+}
+
+void serveRoot(Socket listener, UniqueIdData id) {
+  Deadline deadline = Deadline::afterMs(envInt("LOOM_BOOTSTRAP_TIMEOUT_MS", 600000));
+  std::map<int, Joined> joined;
+  int nranks = -1;
+  while (nranks < 0 || static_cast<int>(joined.size()) < nranks) {
+    Socket client;
+    Status st = acceptOne(listener, deadline, nullptr, &client);
+    if (!st.ok()) {
+      LOOM_WARN(Boot, "rendezvous on {} gives up with {} of {} ranks: {}", id.root.toString(), joined.size(),
+                nranks, st.message());
+      return;
+    }
+    Hello hello;
+    Deadline helloDeadline = Deadline::afterMs(kHelloTimeoutMs);
+    if (!recvAll(client, &hello, sizeof(hello), helloDeadline, nullptr).ok() || hello.magic != kWireMagic ||
+        std::memcmp(hello.secret, id.secret, kSecretBytes) != 0 ||
+        hello.kind != static_cast<uint32_t>(HelloKind::ToRoot)) {
+      LOOM_WARN(Boot, "rendezvous: dropped a connection without a valid hello");
+      continue;
+    }
+    if (hello.version != kWireVersion) {
+      refuse(client, fmt::format("protocol version {} (root speaks {})", hello.version, kWireVersion));
+      continue;
+    }
+    RankInfo info;
+    if (!recvAll(client, &info, sizeof(info), helloDeadline, nullptr).ok()) {
+      LOOM_WARN(Boot, "rendezvous: rank {} hung up during hello", hello.rank);
+      continue;
+    }
+    if (nranks < 0 && hello.nranks > 0) nranks = hello.nranks;
+    if (hello.nranks != nranks) {
+      refuse(client, fmt::format("rank {} says nranks={}, others said {}", hello.rank, hello.nranks, nranks));
+      continue;
+    }
+    if (hello.rank < 0 || hello.rank >= nranks || joined.count(hello.rank)) {
+      refuse(client, fmt::format("rank {} is out of range or already joined (nranks={})", hello.rank, nranks));
+      continue;
+    }
+    joined[hello.rank] = Joined{std::move(client), info};
+  }
+  std::vector<RankInfo> table;
+  for (auto& [rank, j] : joined) table.push_back(j.info);
+  uint32_t bytes = static_cast<uint32_t>(table.size() * sizeof(RankInfo));
+  for (auto& [rank, j] : joined) sendReply(j.socket, 0, table.data(), bytes, deadline);
+  LOOM_INFO(Boot, "rendezvous on {}: {} ranks joined", id.root.toString(), nranks);
+}
+
+}  // namespace
+
+void startRoot(Socket listener, const UniqueIdData& id) {
+  std::thread(serveRoot, std::move(listener), id).detach();
+}
+
+}  // namespace loom

@@ -1,0 +1,44 @@
+// The bootstrap wire format. Every connection starts with a Hello that proves the unique id's secret
+// and the protocol version; anything else is dropped. All integers are little-endian host order
+// (the bootstrap only ever connects hosts of one job, which share an architecture).
+#pragma once
+
+#include <cstdint>
+
+#include "base/socket.h"
+
+namespace loom {
+
+constexpr uint32_t kWireMagic = 0x4d4f4f4c;  // "LOOM"
+constexpr uint32_t kWireVersion = 1;
+constexpr size_t kSecretBytes = 16;
+constexpr uint32_t kMaxFrameBytes = 64u << 20;  // larger frames are refused as junk
+
+enum class HelloKind : uint32_t { ToRoot = 1, ToRankZero = 2, Data = 3 };
+
+struct Hello {
+  uint32_t magic = kWireMagic;
+  uint32_t version = kWireVersion;
+  uint8_t secret[kSecretBytes] = {0};
+  uint32_t kind = 0;
+  int32_t rank = -1;
+  int32_t nranks = 0;
+  int32_t tag = 0;
+};
+
+// What each rank tells the others at init.
+struct RankInfo {
+  SocketAddress listenAddress;
+  uint64_t hostHash = 0;  // same value <=> same host (hostname + boot id)
+  int32_t pid = 0;
+  int32_t cudaDevice = -1;
+  char hostname[64] = {0};
+};
+
+// Root's answer to a rank: status 0 then nranks RankInfo, or a non-zero status and a reason string.
+struct RootReply {
+  uint32_t status = 0;
+  uint32_t bytes = 0;
+};
+
+}  // namespace loom

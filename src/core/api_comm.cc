@@ -1,0 +1,238 @@
+// C API: versions, errors, communicator lifecycle and queries, custom reduction operators.
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "base/datatype.h"
+#include "base/log.h"
+#include "bootstrap/unique_id.h"
+#include "core/api_result.h"
+#include "core/communicator.h"
+
+using namespace loom;
+
+namespace {
+
+void destroyComm(loomComm_t comm) { delete comm; }
+
+Status initRank(loomComm_t* out, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config,
+                int cudaDevice) {
+  if (out == nullptr) return invalidArgument("comm pointer is NULL");
+  *out = nullptr;
+  auto comm = std::make_unique<loomComm>();
+  comm->cudaDevice = cudaDevice;
+  Status st = initCommunicator(comm.get(), nranks, id, rank, config);
+  if (!st.ok()) return st;
+  *out = comm.release();
+  return Status::Ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+LOOM_API loomResult_t loomGetVersion(int* version) {
+  if (!version) return finishCall(nullptr, invalidArgument("loomGetVersion: version is NULL"));
+  *version = LOOM_VERSION_CODE;
+  return loomSuccess;
+}
+
+LOOM_API const char* loomGetErrorString(loomResult_t result) {
+  switch (result) {
+    case loomSuccess: return "no error";
+    case loomUnhandledCudaError: return "unhandled cuda error (run with LOOM_DEBUG=INFO for details)";
+    case loomSystemError: return "unhandled system error (run with LOOM_DEBUG=INFO for details)";
+    case loomInternalError: return "internal error - please report this issue to the Loom developers";
+    case loomInvalidArgument: return "invalid argument (run with LOOM_DEBUG=WARN for details)";
+    case loomInvalidUsage: return "invalid usage (run with LOOM_DEBUG=WARN for details)";
+    case loomRemoteError: return "remote process exited or there was a network error";
+    case loomInProgress: return "Loom operation in progress";
+    case loomTimeout: return "operation timed out";
+    default: return "unknown result code";
+  }
+}
+
+LOOM_API const char* loomGetLastError(loomComm_t comm) {
+  if (comm == nullptr) return threadLastError();
+  std::lock_guard<std::mutex> lock(comm->errorMutex);
+  return comm->lastError.c_str();
+}
+
+LOOM_API loomResult_t loomGetUniqueId(loomUniqueId* uniqueId) {
+  return apiCall(nullptr, [&]() -> Status {
+    if (!uniqueId) return invalidArgument("loomGetUniqueId: uniqueId is NULL");
+    UniqueIdData data;
+    LOOM_TRY(createUniqueId(&data));
+    *uniqueId = encodeUniqueId(data);
+    return Status::Ok();
+  });
+}
+
+LOOM_API loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId, int rank) {
+  return apiCall(nullptr, [&] { return initRank(comm, nranks, commId, rank, nullptr, -1); });
+}
+
+LOOM_API loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId commId, int rank,
+                                             loomConfig_t* config) {
+  return apiCall(nullptr, [&] { return initRank(comm, nranks, commId, rank, config, -1); });
+}
+
+LOOM_API loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist) {
+  return apiCall(nullptr, [&]() -> Status {
+    if (!comms) return invalidArgument("loomCommInitAll: comms is NULL");
+    if (ndev < 1) return invalidArgument("loomCommInitAll: ndev {} must be at least 1", ndev);
+    if (devlist) return invalidArgument("loomCommInitAll: device lists need a CUDA build with a GPU; pass NULL for host ranks");
+    UniqueIdData data;
+    LOOM_TRY(createUniqueId(&data));
+    loomUniqueId id = encodeUniqueId(data);
+    std::vector<Status> results(static_cast<size_t>(ndev));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < ndev; ++i)
+      threads.emplace_back([&, i] { results[i] = initRank(&comms[i], ndev, id, i, nullptr, -1); });
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < ndev; ++i) {
+      if (results[i].ok()) continue;
+      for (int j = 0; j < ndev; ++j) {
+        destroyComm(comms[j]);
+        comms[j] = nullptr;
+      }
+      return results[i].withContext(fmt::format("loomCommInitAll rank {}", i));
+    }
+    return Status::Ok();
+  });
+}
+
+LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm, loomConfig_t* config) {
+  return apiCall(comm, [&]() -> Status {
+    if (!comm) return invalidArgument("loomCommSplit: comm is NULL");
+    if (!newcomm) return invalidArgument("loomCommSplit: newcomm is NULL");
+    if (color < 0 && color != LOOM_SPLIT_NOCOLOR)
+      return invalidArgument("loomCommSplit: color {} must be >= 0 or LOOM_SPLIT_NOCOLOR", color);
+    *newcomm = nullptr;
+    std::lock_guard<std::mutex> busy(comm->busy);
+    struct Entry {
+      int32_t color, key, rank;
+    };
+    Entry mine{color, key, comm->rank};
+    std::vector<Entry> all(static_cast<size_t>(comm->nranks));
+    LOOM_TRY(comm->bootstrap->allGather(&mine, all.data(), sizeof(Entry)).withContext("loomCommSplit"));
+    std::vector<Entry> members;
+    for (const Entry& e : all)
+      if (e.color == color && color != LOOM_SPLIT_NOCOLOR) members.push_back(e);
+    std::sort(members.begin(), members.end(),
+              [](const Entry& a, const Entry& b) { return a.key != b.key ? a.key < b.key : a.rank < b.rank; });
+    // The first member of each colour starts a rendezvous; everyone learns every colour's id.
+    loomUniqueId offer;
+    std::memset(&offer, 0, sizeof(offer));
+    if (!members.empty() && members[0].rank == comm->rank) {
+      UniqueIdData data;
+      LOOM_TRY(createUniqueId(&data));
+      offer = encodeUniqueId(data);
+    }
+    std::vector<loomUniqueId> ids(static_cast<size_t>(comm->nranks));
+    LOOM_TRY(comm->bootstrap->allGather(&offer, ids.data(), sizeof(offer)).withContext("loomCommSplit"));
+    if (members.empty()) return Status::Ok();
+    int newRank = static_cast<int>(std::find_if(members.begin(), members.end(),
+                                                [&](const Entry& e) { return e.rank == comm->rank; }) -
+                                   members.begin());
+    loomConfig_t inherited = LOOM_CONFIG_INITIALIZER;
+    if (!config) {
+      inherited.commName = comm->settings.name.c_str();
+      inherited.timeoutMs = static_cast<int>(comm->settings.timeoutMs);
+      config = &inherited;
+    }
+    return initRank(newcomm, static_cast<int>(members.size()), ids[members[0].rank], newRank, config, comm->cudaDevice)
+        .withContext("loomCommSplit");
+  });
+}
+
+LOOM_API loomResult_t loomCommFinalize(loomComm_t comm) {
+  return apiCall(comm, [&]() -> Status {
+    if (!comm) return invalidArgument("loomCommFinalize: comm is NULL");
+    std::lock_guard<std::mutex> busy(comm->busy);
+    comm->finalized = true;  // host operations complete before they return: nothing is left to flush
+    return Status::Ok();
+  });
+}
+
+LOOM_API loomResult_t loomCommDestroy(loomComm_t comm) {
+  if (!comm) return finishCall(nullptr, invalidArgument("loomCommDestroy: comm is NULL"));
+  { std::lock_guard<std::mutex> busy(comm->busy); }
+  destroyComm(comm);
+  return loomSuccess;
+}
+
+LOOM_API loomResult_t loomCommAbort(loomComm_t comm) {
+  if (!comm) return finishCall(nullptr, invalidArgument("loomCommAbort: comm is NULL"));
+  comm->aborted.store(true);
+  markCommFailed(comm, Status(loomRemoteError, comm->describe() + " was aborted"));
+  // Wait for a running operation to notice the abort and leave, then free everything.
+  { std::lock_guard<std::mutex> busy(comm->busy); }
+  destroyComm(comm);
+  return loomSuccess;
+}
+
+LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError) {
+  if (!comm || !asyncError) return finishCall(comm, invalidArgument("loomCommGetAsyncError: NULL argument"));
+  *asyncError = static_cast<loomResult_t>(comm->asyncError.load());
+  return loomSuccess;
+}
+
+LOOM_API loomResult_t loomCommCount(const loomComm_t comm, int* count) {
+  if (!comm || !count) return finishCall(comm, invalidArgument("loomCommCount: NULL argument"));
+  *count = comm->nranks;
+  return loomSuccess;
+}
+
+LOOM_API loomResult_t loomCommCuDevice(const loomComm_t comm, int* device) {
+  if (!comm || !device) return finishCall(comm, invalidArgument("loomCommCuDevice: NULL argument"));
+  *device = comm->cudaDevice;
+  return loomSuccess;
+}
+
+LOOM_API loomResult_t loomCommUserRank(const loomComm_t comm, int* rank) {
+  if (!comm || !rank) return finishCall(comm, invalidArgument("loomCommUserRank: NULL argument"));
+  *rank = comm->rank;
+  return loomSuccess;
+}
+
+LOOM_API loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t* op, void* scalar, loomDataType_t datatype,
+                                               loomScalarResidence_t residence, loomComm_t comm) {
+  return apiCall(comm, [&]() -> Status {
+    if (!comm) return invalidArgument("loomRedOpCreatePreMulSum: comm is NULL");
+    if (!op || !scalar) return invalidArgument("loomRedOpCreatePreMulSum: op or scalar is NULL");
+    if (!isValidDataType(datatype)) return invalidArgument("loomRedOpCreatePreMulSum: unknown datatype {}", static_cast<int>(datatype));
+    if (residence != loomScalarHostImmediate && residence != loomScalarDevice)
+      return invalidArgument("loomRedOpCreatePreMulSum: unknown scalar residence {}", static_cast<int>(residence));
+    CustomRedOp custom;
+    custom.inUse = true;
+    custom.dtype = datatype;
+    custom.residence = residence;
+    if (residence == loomScalarHostImmediate)
+      std::memcpy(custom.immediate, scalar, dataTypeSize(datatype));
+    else
+      custom.pointer = scalar;  // read at each use, as NCCL reads a device scalar when the kernel runs
+    std::lock_guard<std::mutex> busy(comm->busy);
+    auto free = std::find_if(comm->customOps.begin(), comm->customOps.end(), [](const CustomRedOp& c) { return !c.inUse; });
+    size_t slot = static_cast<size_t>(free - comm->customOps.begin());
+    if (free == comm->customOps.end()) comm->customOps.push_back(custom);
+    else *free = custom;
+    *op = static_cast<loomRedOp_t>(loomNumOps + static_cast<int>(slot));
+    return Status::Ok();
+  });
+}
+
+LOOM_API loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm) {
+  return apiCall(comm, [&]() -> Status {
+    if (!comm) return invalidArgument("loomRedOpDestroy: comm is NULL");
+    std::lock_guard<std::mutex> busy(comm->busy);
+    size_t slot = static_cast<size_t>(static_cast<int>(op) - loomNumOps);
+    if (static_cast<int>(op) < loomNumOps || slot >= comm->customOps.size() || !comm->customOps[slot].inUse)
+      return invalidArgument("loomRedOpDestroy: {} is not a live custom operator of this communicator", static_cast<int>(op));
+    comm->customOps[slot].inUse = false;
+    return Status::Ok();
+  });
+}
+
+}  // extern "C"

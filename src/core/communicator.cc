@@ -1,0 +1,82 @@
+#include "core/communicator.h"
+
+#include "base/env.h"
+#include "base/log.h"
+#include "bootstrap/host_identity.h"
+#include "bootstrap/unique_id.h"
+
+std::string loomComm::describe() const {
+  return fmt::format("comm '{}' rank {}/{}", settings.name, rank, nranks);
+}
+
+namespace loom {
+
+Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
+  CommSettings s;
+  s.timeoutMs = envInt("LOOM_TIMEOUT_MS", 600000);
+  s.chunkBytes = static_cast<size_t>(envInt("LOOM_CHUNK_BYTES", 256 << 10));
+  s.nchannels = static_cast<int>(envInt("LOOM_NCHANNELS", 1));
+  s.nslots = static_cast<size_t>(envInt("LOOM_FIFO_SLOTS", 4));
+  s.forcedTransport = envString("LOOM_TRANSPORT", "");
+  if (config) {
+    if (config->magic != LOOM_CONFIG_MAGIC || config->size < offsetof(loomConfig_t, timeoutMs))
+      return invalidArgument("config was not initialised with LOOM_CONFIG_INITIALIZER");
+    if (config->blocking != LOOM_CONFIG_UNDEF_INT) s.blocking = config->blocking != 0;
+    if (config->commName) s.name = config->commName;
+    if (config->size >= offsetof(loomConfig_t, splitShare) && config->timeoutMs != LOOM_CONFIG_UNDEF_INT) {
+      if (config->timeoutMs < 0) return invalidArgument("config timeoutMs {} is negative", config->timeoutMs);
+      s.timeoutMs = config->timeoutMs;
+    }
+  }
+  if (s.timeoutMs < 0) return invalidArgument("LOOM_TIMEOUT_MS must not be negative");
+  if (s.chunkBytes < 64 || s.chunkBytes > (64u << 20))
+    return invalidArgument("LOOM_CHUNK_BYTES={} is outside 64 B..64 MiB", s.chunkBytes);
+  s.chunkBytes = (s.chunkBytes + 63) & ~size_t{63};
+  if (s.nchannels < 1 || s.nchannels > 16) return invalidArgument("LOOM_NCHANNELS={} is outside 1..16", s.nchannels);
+  if (!s.forcedTransport.empty() && s.forcedTransport != "shm" && s.forcedTransport != "socket")
+    return invalidArgument("LOOM_TRANSPORT={} is not one of shm, socket", s.forcedTransport);
+  *out = s;
+  return Status::Ok();
+}
+
+Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config) {
+  if (nranks < 1) return invalidArgument("nranks {} must be at least 1", nranks);
+  if (rank < 0 || rank >= nranks) return invalidArgument("rank {} is outside 0..{}", rank, nranks - 1);
+  UniqueIdData idData;
+  LOOM_TRY(decodeUniqueId(id, &idData));
+  LOOM_TRY(readCommSettings(config, &comm->settings));
+  comm->rank = rank;
+  comm->nranks = nranks;
+  if (comm->settings.name.empty()) comm->settings.name = "loom";
+
+  RankInfo self = describeThisProcess();
+  self.cudaDevice = comm->cudaDevice;
+  LOOM_TRY(Bootstrap::create(idData, rank, nranks, self, static_cast<int>(comm->settings.timeoutMs), &comm->aborted,
+                             &comm->bootstrap)
+               .withContext(comm->describe() + ": bootstrap"));
+  std::vector<PeerLocation> peers;
+  for (const RankInfo& info : comm->bootstrap->table())
+    peers.push_back(PeerLocation{info.hostHash, info.pid, info.hostname});
+  TransportOptions options;
+  options.nchannels = comm->settings.nchannels;
+  options.nslots = comm->settings.nslots;
+  options.slotBytes = comm->settings.chunkBytes;
+  options.forced = comm->settings.forcedTransport;
+  LOOM_TRY(TransportSet::create(*comm->bootstrap, peers, options, &comm->transports)
+               .withContext(comm->describe() + ": transport setup"));
+  LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks)", comm->describe(), options.nchannels,
+            options.slotBytes >> 10);
+  return Status::Ok();
+}
+
+void markCommFailed(loomComm* comm, const Status& error) {
+  {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    if (comm->fatalError.empty()) comm->fatalError = error.message();
+  }
+  int expected = loomSuccess;
+  comm->asyncError.compare_exchange_strong(expected, error.code());
+  if (comm->transports) comm->transports->markFailed();
+}
+
+}  // namespace loom

@@ -1,0 +1,73 @@
+// The communicator behind loomComm_t: one rank's membership in a group of ranks, with its bootstrap,
+// its connections, its error state and its custom reduction operators.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "bootstrap/bootstrap.h"
+#include "loom.h"
+#include "transport/transport_set.h"
+
+namespace loom {
+
+// A PreMulSum operator made by loomRedOpCreatePreMulSum.
+struct CustomRedOp {
+  bool inUse = false;
+  loomDataType_t dtype = loomFloat32;
+  loomScalarResidence_t residence = loomScalarHostImmediate;
+  unsigned char immediate[8] = {0};  // the scalar, when passed by value
+  const void* pointer = nullptr;     // the scalar, when it stays in the caller's memory
+};
+
+struct CommSettings {
+  std::string name;
+  int64_t timeoutMs = 600000;
+  size_t chunkBytes = 256 << 10;
+  int nchannels = 1;
+  size_t nslots = 4;
+  std::string forcedTransport;
+  bool blocking = true;
+};
+
+Status readCommSettings(const loomConfig_t* config, CommSettings* out);
+
+}  // namespace loom
+
+struct loomComm {
+  int rank = 0;
+  int nranks = 1;
+  int cudaDevice = -1;
+  loom::CommSettings settings;
+  std::unique_ptr<loom::Bootstrap> bootstrap;
+  std::unique_ptr<loom::TransportSet> transports;
+
+  std::atomic<bool> aborted{false};
+  std::atomic<int> asyncError{loomSuccess};
+  bool finalized = false;
+  std::mutex busy;  // held while an operation runs on this communicator
+
+  std::mutex errorMutex;
+  std::string lastError;
+  std::string fatalError;  // the first error that broke the communicator
+
+  uint64_t opCount = 0;
+  std::vector<loom::CustomRedOp> customOps;
+
+  // "comm 'name' rank r/n" for messages.
+  std::string describe() const;
+};
+
+namespace loom {
+
+// Joins the communicator described by `id` as `rank` of `nranks` (blocks until all ranks joined).
+Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config);
+
+// Marks the communicator broken after a fatal error: peers are told, later calls are refused.
+void markCommFailed(loomComm* comm, const Status& error);
+
+}  // namespace loom

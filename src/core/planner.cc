@@ -1,0 +1,166 @@
+#include "core/planner.h"
+
+#include <cstring>
+
+#include "algorithms/builders.h"
+#include "base/datatype.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "core/communicator.h"
+#include "kernels/cpu/float_convert.h"
+
+namespace loom {
+namespace {
+
+bool defaultIsDirect(Collective c) {
+  return c == Collective::AlltoAll || c == Collective::Gather || c == Collective::Scatter;
+}
+
+Status chooseAlgorithm(Collective coll, Algorithm* algo) {
+  std::string forced = envString("LOOM_ALGO", "");
+  if (forced.empty()) {
+    *algo = defaultIsDirect(coll) ? Algorithm::Direct : Algorithm::Ring;
+  } else if (forced == "ring") {
+    *algo = Algorithm::Ring;
+  } else if (forced == "direct") {
+    *algo = Algorithm::Direct;
+  } else {
+    return invalidArgument("LOOM_ALGO={} is not one of ring, direct", forced);
+  }
+  return Status::Ok();
+}
+
+double scalarAsDouble(const void* p, loomDataType_t dtype) {
+  switch (dtype) {
+    case loomFloat16: return halfToFloat(*static_cast<const uint16_t*>(p));
+    case loomBfloat16: return bfloat16ToFloat(*static_cast<const uint16_t*>(p));
+    case loomFloat8e4m3: return fp8e4m3ToFloat(*static_cast<const uint8_t*>(p));
+    case loomFloat8e5m2: return fp8e5m2ToFloat(*static_cast<const uint8_t*>(p));
+    case loomFloat32: return *static_cast<const float*>(p);
+    case loomFloat64: return *static_cast<const double*>(p);
+    default: return 0;
+  }
+}
+
+int64_t scalarAsInt(const void* p, loomDataType_t dtype) {
+  switch (dtype) {
+    case loomInt8: return *static_cast<const int8_t*>(p);
+    case loomUint8: return *static_cast<const uint8_t*>(p);
+    case loomInt32: return *static_cast<const int32_t*>(p);
+    case loomUint32: return *static_cast<const uint32_t*>(p);
+    case loomInt64: return *static_cast<const int64_t*>(p);
+    case loomUint64: return static_cast<int64_t>(*static_cast<const uint64_t*>(p));
+    default: return 0;
+  }
+}
+
+bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  if (aBytes == 0 || bBytes == 0) return false;
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bBytes && y < x + aBytes;
+}
+
+// NCCL's in-place layouts: the plans are built to be correct for exactly these.
+bool isAllowedInPlace(const Operation& op, int rank) {
+  const char* send = static_cast<const char*>(op.send);
+  const char* recv = static_cast<const char*>(op.recv);
+  const size_t block = op.count * dataTypeSize(op.dtype);
+  switch (op.coll) {
+    case Collective::AllReduce:
+    case Collective::Broadcast:
+    case Collective::Reduce: return send == recv;
+    case Collective::AllGather: return send == recv + static_cast<size_t>(rank) * block;
+    case Collective::ReduceScatter: return recv == send + static_cast<size_t>(rank) * block;
+    case Collective::Gather: return send == recv + static_cast<size_t>(op.root) * block;
+    case Collective::Scatter: return recv == send + static_cast<size_t>(op.root) * block;
+    default: return false;
+  }
+}
+
+std::string describeOperation(loomComm_t comm, const Operation& op, uint64_t seq) {
+  std::string text = fmt::format("{} #{} on {} ({} x {}", operationName(op), seq, comm->describe(), op.count,
+                                 dataTypeName(op.dtype));
+  if (op.coll == Collective::AllReduce || op.coll == Collective::Reduce || op.coll == Collective::ReduceScatter)
+    text += fmt::format(", {}", redOpName(op.op));
+  if (op.coll == Collective::Broadcast || op.coll == Collective::Reduce || op.coll == Collective::Gather ||
+      op.coll == Collective::Scatter)
+    text += fmt::format(", root {}", op.root);
+  return text + ")";
+}
+
+}  // namespace
+
+Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, ReduceOp* out) {
+  ReduceOp r;
+  switch (op) {
+    case loomSum: r.kind = ReduceKind::Sum; break;
+    case loomProd: r.kind = ReduceKind::Prod; break;
+    case loomMax: r.kind = ReduceKind::Max; break;
+    case loomMin: r.kind = ReduceKind::Min; break;
+    case loomAvg:
+      r.kind = ReduceKind::Sum;
+      r.post = PostOpKind::Divide;
+      r.divisor = static_cast<uint64_t>(comm->nranks);
+      break;
+    default: {
+      const CustomRedOp& custom = comm->customOps[static_cast<size_t>(op - loomNumOps)];
+      const void* scalar = custom.residence == loomScalarHostImmediate ? custom.immediate : custom.pointer;
+      r.kind = ReduceKind::Sum;
+      r.post = PostOpKind::Multiply;
+      r.scalar = scalarAsDouble(scalar, dtype);
+      r.intScalar = scalarAsInt(scalar, dtype);
+    }
+  }
+  *out = r;
+  return Status::Ok();
+}
+
+Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out) {
+  Algorithm algo;
+  LOOM_TRY(chooseAlgorithm(op.coll, &algo));
+  PlanRequest req;
+  req.coll = op.coll;
+  req.nranks = comm->nranks;
+  req.rank = comm->rank;
+  req.root = op.root;
+  req.count = op.count;
+  req.elemSize = dataTypeSize(op.dtype);
+  req.chunkElems = std::max<uint64_t>(1, comm->transports->slotBytes() / req.elemSize);
+  req.nchannels = comm->transports->nchannels();
+  out->description = describeOperation(comm, op, comm->opCount);
+  LOOM_TRY(buildPlan(algo, req, &out->plan).withContext(out->description));
+  out->dtype = op.dtype;
+  out->elemSize = req.elemSize;
+  if (op.coll == Collective::AllReduce || op.coll == Collective::Reduce || op.coll == Collective::ReduceScatter)
+    LOOM_TRY(makeReduceOp(comm, op.op, op.dtype, &out->op));
+  size_t sendBytes = 0, recvBytes = 0;
+  bufferBytes(op, &sendBytes, &recvBytes);
+  char* send = const_cast<char*>(static_cast<const char*>(op.send));
+  if (overlaps(op.send, sendBytes, op.recv, recvBytes) && !isAllowedInPlace(op, comm->rank)) {
+    out->stagedSend.assign(send, send + sendBytes);
+    send = out->stagedSend.data();
+  }
+  out->scratch.resize(out->plan.scratchElems * out->elemSize);
+  out->buffers = {send, static_cast<char*>(op.recv), out->scratch.data()};
+  return Status::Ok();
+}
+
+Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out) {
+  // Point-to-point plans count bytes: a send and its receive may name different datatypes.
+  std::vector<P2pOp> p2p;
+  out->buffers = {nullptr, nullptr, nullptr};
+  for (const Operation& op : ops) {
+    uint64_t bytes = op.count * dataTypeSize(op.dtype);
+    if (bytes == 0) continue;
+    p2p.push_back(P2pOp{op.isSend, op.root, bytes});
+    out->buffers.push_back(op.isSend ? const_cast<char*>(static_cast<const char*>(op.send)) : static_cast<char*>(op.recv));
+  }
+  out->description = fmt::format("group of {} send/recv #{} on {}", ops.size(), comm->opCount, comm->describe());
+  LOOM_TRY(buildP2pPlan(comm->nranks, comm->rank, p2p, comm->transports->slotBytes(), &out->plan)
+               .withContext(out->description));
+  out->dtype = loomUint8;
+  out->elemSize = 1;
+  return Status::Ok();
+}
+
+}  // namespace loom

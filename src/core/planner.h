@@ -1,0 +1,20 @@
+// Turns recorded operations into bound plans: picks the algorithm and chunking, builds the plan,
+// and points the plan's buffer table at the caller's memory (staging the send buffer when it
+// overlaps the output in a way the in-place rules do not allow).
+#pragma once
+
+#include <vector>
+
+#include "core/executor.h"
+#include "core/operation.h"
+
+namespace loom {
+
+Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out);
+// All send/recv operations of one group on one communicator, in call order.
+Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out);
+
+// The operator as the kernels see it (Avg and PreMulSum become a sum plus a post-operation).
+Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, ReduceOp* out);
+
+}  // namespace loom

@@ -1,0 +1,182 @@
+#include "transport/transport_set.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+#include "transport/memory_fifo.h"
+#include "transport/socket_connection.h"
+
+namespace loom {
+
+const char* transportKindName(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::Self: return "self";
+    case TransportKind::Local: return "local";
+    case TransportKind::Shm: return "shm";
+    case TransportKind::Socket: return "socket";
+  }
+  return "?";
+}
+
+TransportKind selectTransport(const PeerLocation& a, const PeerLocation& b, const std::string& forced) {
+  if (forced == "socket" || a.hostHash != b.hostHash) return TransportKind::Socket;
+  if (forced == "shm" || a.pid != b.pid) return TransportKind::Shm;
+  return TransportKind::Local;
+}
+
+namespace {
+
+// What each rank tells the others about its segment.
+struct SegmentDescriptor {
+  uint64_t holder = 0;  // address of a std::shared_ptr<Segment> in the owner's process (local peers)
+  uint64_t bytes = 0;
+  char name[64] = {0};  // shared memory name (shm peers); empty when the segment is process memory
+};
+
+bool isMemory(TransportKind k) { return k == TransportKind::Local || k == TransportKind::Shm; }
+
+}  // namespace
+
+TransportSet::~TransportSet() = default;
+
+std::vector<int> TransportSet::memoryPeersOf(int rank) const {
+  std::vector<int> list;
+  for (int q = 0; q < nranks_; ++q)
+    if (q != rank && isMemory(selectTransport(peers_[rank], peers_[q], options_.forced))) list.push_back(q);
+  return list;
+}
+
+std::string TransportSet::describePeer(int peer) const {
+  return fmt::format("rank {} ({} pid {}, {})", peer, peers_[peer].hostname, peers_[peer].pid,
+                     transportKindName(kinds_[peer]));
+}
+
+Status TransportSet::create(PeerExchange& exchange, const std::vector<PeerLocation>& peers,
+                            const TransportOptions& options, std::unique_ptr<TransportSet>* out) {
+  std::unique_ptr<TransportSet> t(new TransportSet());
+  t->rank_ = exchange.rank();
+  t->nranks_ = exchange.nranks();
+  t->options_ = options;
+  t->peers_ = peers;
+  if (options.nslots < 2 || options.nslots > kMaxFifoSlots)
+    return invalidArgument("LOOM_FIFO_SLOTS must be within 2..{}", kMaxFifoSlots);
+  t->kinds_.resize(t->nranks_);
+  for (int p = 0; p < t->nranks_; ++p) {
+    t->kinds_[p] = p == t->rank_ ? TransportKind::Self : selectTransport(peers[t->rank_], peers[p], options.forced);
+    if (t->kinds_[p] == TransportKind::Socket) t->hasSocketPeers_ = true;
+  }
+  size_t slots = static_cast<size_t>(t->nranks_) * options.nchannels;
+  t->sends_.resize(slots);
+  t->recvs_.resize(slots);
+  t->peerSegments_.resize(t->nranks_);
+  LOOM_TRY(t->setupMemory(exchange).withContext("shared-memory setup"));
+  LOOM_TRY(t->setupSockets(exchange).withContext("socket setup"));
+  if (!t->bell_) {
+    t->privateBell_ = std::make_unique<Doorbell>();
+    t->bell_ = t->privateBell_.get();
+  }
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+Status TransportSet::setupMemory(PeerExchange& exchange) {
+  std::vector<int> mine = memoryPeersOf(rank_);
+  SegmentLayout layout{0, options_.nslots, options_.slotBytes};
+  SegmentDescriptor desc;
+  std::shared_ptr<Segment>* holder = nullptr;
+  if (!mine.empty()) {
+    bool anyShm = std::any_of(mine.begin(), mine.end(), [&](int p) { return kinds_[p] == TransportKind::Shm; });
+    layout.nfifos = mine.size() * options_.nchannels;
+    LOOM_TRY(Segment::create(layout.totalBytes(), anyShm, &own_));
+    for (size_t f = 0; f < layout.nfifos; ++f) new (own_->base() + layout.controlOffset(f)) FifoControl();
+    holder = new std::shared_ptr<Segment>(own_);
+    desc.holder = reinterpret_cast<uint64_t>(holder);
+    desc.bytes = layout.totalBytes();
+    std::snprintf(desc.name, sizeof(desc.name), "%s", own_->name().c_str());
+    bell_ = &own_->header()->bell;
+  }
+  std::vector<SegmentDescriptor> all(nranks_);
+  Status st = exchange.allGather(&desc, all.data(), sizeof(desc));
+  for (size_t i = 0; st.ok() && i < mine.size(); ++i) {
+    int p = mine[i];
+    if (kinds_[p] == TransportKind::Local) {
+      peerSegments_[p] = *reinterpret_cast<std::shared_ptr<Segment>*>(all[p].holder);
+    } else {
+      st = Segment::open(all[p].name, all[p].bytes, &peerSegments_[p]).withContext(describePeer(p));
+    }
+  }
+  // Every peer has mapped (or failed to map) our segment after this: the name can go.
+  Status barrier = exchange.barrier();
+  delete holder;
+  if (own_) own_->unlinkName();
+  LOOM_TRY(st);
+  LOOM_TRY(barrier);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    int p = mine[i];
+    Segment& theirs = *peerSegments_[p];
+    std::vector<int> theirPeers = memoryPeersOf(p);
+    size_t myIndexThere = std::find(theirPeers.begin(), theirPeers.end(), rank_) - theirPeers.begin();
+    SegmentLayout their{theirPeers.size() * options_.nchannels, options_.nslots, options_.slotBytes};
+    for (int c = 0; c < options_.nchannels; ++c) {
+      size_t outFifo = myIndexThere * options_.nchannels + c;
+      FifoView out{reinterpret_cast<FifoControl*>(theirs.base() + their.controlOffset(outFifo)),
+                   theirs.base() + their.slotsOffset(outFifo), options_.nslots, options_.slotBytes};
+      sends_[index(p, c)] = std::make_unique<MemorySendConnection>(out, &theirs.header()->bell);
+      size_t inFifo = i * options_.nchannels + c;
+      FifoView in{reinterpret_cast<FifoControl*>(own_->base() + layout.controlOffset(inFifo)),
+                  own_->base() + layout.slotsOffset(inFifo), options_.nslots, options_.slotBytes};
+      recvs_[index(p, c)] = std::make_unique<MemoryRecvConnection>(in, &theirs.header()->bell, p);
+    }
+  }
+  return Status::Ok();
+}
+
+Status TransportSet::setupSockets(PeerExchange& exchange) {
+  if (!hasSocketPeers_) return Status::Ok();
+  // Connect out first (the kernel completes connections in the listen backlog), then accept.
+  int expected = 0;
+  for (int p = 0; p < nranks_; ++p) {
+    if (kinds_[p] != TransportKind::Socket) continue;
+    for (int c = 0; c < options_.nchannels; ++c) {
+      Socket s;
+      LOOM_TRY(exchange.connectData(p, c, &s).withContext(describePeer(p)));
+      sends_[index(p, c)] = std::make_unique<SocketSendConnection>(std::move(s), options_.nslots, options_.slotBytes, p);
+      ++expected;
+    }
+  }
+  for (int got = 0; got < expected;) {
+    Socket s;
+    int from = -1, tag = -1;
+    LOOM_TRY(exchange.acceptData(&s, &from, &tag));
+    if (kinds_[from] != TransportKind::Socket || tag < 0 || tag >= options_.nchannels || recvs_[index(from, tag)]) {
+      LOOM_WARN(Net, "rank {}: unexpected data connection from rank {} channel {}", rank_, from, tag);
+      continue;
+    }
+    recvs_[index(from, tag)] = std::make_unique<SocketRecvConnection>(std::move(s), options_.slotBytes, from);
+    ++got;
+  }
+  return Status::Ok();
+}
+
+Status TransportSet::peerHealth(int peer) const {
+  const std::shared_ptr<Segment>& seg = peerSegments_[peer];
+  if (!seg) return Status::Ok();
+  if (seg->header()->state.load(std::memory_order_acquire) != static_cast<uint32_t>(SegmentState::Alive))
+    return errorStatus(loomRemoteError, "{} failed or aborted its communicator", describePeer(peer));
+  if (kinds_[peer] == TransportKind::Shm && kill(peers_[peer].pid, 0) != 0 && errno == ESRCH)
+    return errorStatus(loomRemoteError, "{} died (its process is gone)", describePeer(peer));
+  return Status::Ok();
+}
+
+void TransportSet::markFailed() {
+  if (own_) own_->header()->state.store(static_cast<uint32_t>(SegmentState::Failed), std::memory_order_release);
+  for (const auto& seg : peerSegments_)
+    if (seg) ringDoorbell(&seg->header()->bell);
+  ringDoorbell(bell_);
+}
+
+}  // namespace loom
