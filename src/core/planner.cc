@@ -136,7 +136,14 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out) {
   size_t sendBytes = 0, recvBytes = 0;
   bufferBytes(op, &sendBytes, &recvBytes);
   char* send = const_cast<char*>(static_cast<const char*>(op.send));
-  if (overlaps(op.send, sendBytes, op.recv, recvBytes) && !isAllowedInPlace(op, comm->rank)) {
+  if (out->op.post == PostOpKind::Multiply) {
+    // PreMulSum: every rank scales its own input by its own scalar (ranks may pass different ones),
+    // so the scaling happens here, on a copy, and the plan itself is a plain sum.
+    out->stagedSend.resize(sendBytes);
+    copyArray(out->stagedSend.data(), send, sendBytes / out->elemSize, op.dtype, out->op, true);
+    send = out->stagedSend.data();
+    out->op.post = PostOpKind::None;
+  } else if (overlaps(op.send, sendBytes, op.recv, recvBytes) && !isAllowedInPlace(op, comm->rank)) {
     out->stagedSend.assign(send, send + sendBytes);
     send = out->stagedSend.data();
   }

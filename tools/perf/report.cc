@@ -1,0 +1,102 @@
+#include "report.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace loomperf {
+namespace {
+
+// nccl-tests' precision: fewer decimals for longer times, so the column stays 7 wide.
+std::string formatTime(double us) {
+  if (us >= 10000.0) return fmt::format("{:7.0f}", us);
+  if (us >= 100.0) return fmt::format("{:7.1f}", us);
+  return fmt::format("{:7.2f}", us);
+}
+
+std::string formatMeasurement(const Measurement& m) {
+  const std::string wrong = m.wrong < 0 ? "N/A" : fmt::format("{}", m.wrong);
+  return fmt::format("  {:>7}  {:6.2f}  {:6.2f}  {:>6}", formatTime(m.timeUs), m.algBw, m.busBw, wrong);
+}
+
+std::string versionString() {
+  int code = 0;
+  if (loomGetVersion(&code) != loomSuccess) return "unknown";
+  return fmt::format("{}", code);
+}
+
+}  // namespace
+
+Report::Report(const Options& options, int nranks) : options_(options), nranks_(nranks) {}
+
+void Report::header(const std::vector<std::string>& rankLines) {
+  const Options& o = options_;
+  const std::string step =
+      o.stepFactor > 1 ? fmt::format("{}(factor)", o.stepFactor) : fmt::format("{}(bytes)", o.stepBytes);
+  fmt::print("# loom-perf version {}.{}.{} loom-headers={} loom-library={}\n", LOOM_MAJOR, LOOM_MINOR,
+             LOOM_PATCH, LOOM_VERSION_CODE, versionString());
+  fmt::print("# Collective test starting: {}_perf\n", o.collective->name);
+  fmt::print(
+      "# nProcs {} nThread {} nRanks {} minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} "
+      "agg iters: {} validation: {} blocking: {} average: {}\n",
+      o.nprocs, o.nthreads, nranks_, o.minBytes, o.maxBytes, step, o.warmupIters, o.iters, o.aggIters,
+      o.checkIters, o.blocking, static_cast<int>(o.average));
+  fmt::print("#\n# Using devices\n");
+  for (const auto& line : rankLines) fmt::print("{}\n", line);
+  fmt::print("#\n");
+  fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place\n",
+             "", "", "", "", "");
+  const std::string columns = fmt::format("  {:>7}  {:>6}  {:>6}  {:>6}", "time", "algbw", "busbw", "#wrong");
+  fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{}{}\n", "size", "count", "type", "redop", "root", columns,
+             columns);
+  const std::string units = fmt::format("  {:>7}  {:>6}  {:>6}  {:>6}", "(us)", "(GB/s)", "(GB/s)", "");
+  fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{}{}\n", "(B)", "(elements)", "", "", "", units, units);
+  std::fflush(stdout);
+}
+
+void Report::row(const ResultRow& r) {
+  fmt::print("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}\n", r.bytes, r.count, dataTypeInfo(r.type).name,
+             redOpName(r.op), r.root, formatMeasurement(r.outOfPlace), formatMeasurement(r.inPlace));
+  std::fflush(stdout);
+  for (const Measurement* m : {&r.outOfPlace, &r.inPlace}) {
+    busBwSum_ += m->busBw;
+    ++busBwCount_;
+    if (m->wrong > 0) wrong_ += m->wrong;
+  }
+  addJson(r, r.outOfPlace, false);
+  addJson(r, r.inPlace, true);
+}
+
+void Report::addJson(const ResultRow& r, const Measurement& m, bool inPlace) {
+  rows_.push_back({{"collective", options_.collective->name},
+                   {"bytes", r.bytes},
+                   {"count", r.count},
+                   {"type", dataTypeInfo(r.type).name},
+                   {"redop", redOpName(r.op)},
+                   {"root", r.root},
+                   {"time_us", m.timeUs},
+                   {"algbw_gbs", m.algBw},
+                   {"busbw_gbs", m.busBw},
+                   {"wrong", m.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(m.wrong)},
+                   {"nranks", nranks_},
+                   {"inplace", inPlace}});
+}
+
+bool Report::finish() {
+  fmt::print("# Out of bounds values : {} {}\n", wrong_, wrong_ ? "FAILED" : "OK");
+  fmt::print("# Avg bus bandwidth    : {:g} \n", busBwCount_ ? busBwSum_ / busBwCount_ : 0.0);
+  fmt::print("#\n# Collective test concluded: {}_perf\n#\n", options_.collective->name);
+  std::fflush(stdout);
+  if (options_.jsonFile.empty()) return true;
+  std::ofstream out(options_.jsonFile);
+  out << rows_.dump(1) << '\n';
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "loom-perf: cannot write %s\n", options_.jsonFile.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace loomperf
