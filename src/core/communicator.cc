@@ -1,5 +1,7 @@
 #include "core/communicator.h"
 
+#include <sched.h>
+
 #include "base/env.h"
 #include "base/log.h"
 #include "bootstrap/host_identity.h"
@@ -64,6 +66,14 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   options.forced = comm->settings.forcedTransport;
   LOOM_TRY(TransportSet::create(*comm->bootstrap, peers, options, &comm->transports)
                .withContext(comm->describe() + ": transport setup"));
+  // Waiting ranks spin only while they have a core each; otherwise they yield and sleep early so the
+  // rank they wait for can run.
+  int localRanks = 0;
+  for (const PeerLocation& p : peers) localRanks += p.hostHash == peers[rank].hostHash;
+  cpu_set_t cpus;
+  int ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  comm->oversubscribed = localRanks > ncpus;
+  comm->spinNs = envInt("LOOM_SPIN_US", comm->oversubscribed ? 5 : 2000) * 1000;
   LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks)", comm->describe(), options.nchannels,
             options.slotBytes >> 10);
   return Status::Ok();

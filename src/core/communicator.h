@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "bootstrap/bootstrap.h"
+#include "core/plan_cache.h"
 #include "loom.h"
 #include "transport/transport_set.h"
 
@@ -56,6 +57,9 @@ struct loomComm {
   std::string fatalError;  // the first error that broke the communicator
 
   uint64_t opCount = 0;
+  loom::PlanCache planCache;
+  int64_t spinNs = 0;           // spin this long before sleeping (short when ranks outnumber cores)
+  bool oversubscribed = false;  // more ranks on this host than cores we may run on
   std::vector<loom::CustomRedOp> customOps;
 
   // "comm 'name' rank r/n" for messages.

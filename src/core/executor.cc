@@ -38,11 +38,13 @@ inline char* at(const BoundPlan& bp, const BufRef& ref) {
 
 inline void cpuRelax() { __builtin_ia32_pause(); }
 
+constexpr int64_t kPureSpinNs = 30'000;  // past this, waiting ranks yield while they spin
+
 void startPlan(Runner& r) {
   const BoundPlan& bp = r.work->plans[r.planIndex];
-  r.lanes.assign(bp.plan.lanes.size(), LaneState{});
+  r.lanes.assign(bp.plan->lanes.size(), LaneState{});
   r.sendsUsed.clear();
-  for (const Lane& lane : bp.plan.lanes)
+  for (const Lane& lane : bp.plan->lanes)
     for (const Step& s : lane.steps)
       if (s.sendPeer >= 0) {
         SendConnection* c = r.work->transports->send(s.sendPeer, static_cast<int>(lane.channel));
@@ -125,14 +127,14 @@ Status advance(Runner& r, bool* progressed) {
     const BoundPlan& bp = r.work->plans[r.planIndex];
     TransportSet& t = *r.work->transports;
     bool lanesDone = true;
-    for (size_t l = 0; l < bp.plan.lanes.size(); ++l) {
-      const Lane& lane = bp.plan.lanes[l];
+    for (size_t l = 0; l < bp.plan->lanes.size(); ++l) {
+      const Lane& lane = bp.plan->lanes[l];
       LaneState& ls = r.lanes[l];
       while (ls.next < lane.steps.size()) {
         bool done = false;
         Status st = tryStep(bp, t, lane, lane.steps[ls.next], ls, &done);
         if (!st.ok())
-          return st.withContext(fmt::format("{}: lane {} step {} ({})", bp.description, l, ls.next,
+          return st.withContext(fmt::format("{}: lane {} step {} ({})", describePlan(bp), l, ls.next,
                                             stepKindName(lane.steps[ls.next].kind)));
         if (!done) break;
         ++ls.next;
@@ -143,7 +145,7 @@ Status advance(Runner& r, bool* progressed) {
     bool drained = true;
     for (SendConnection* c : r.sendsUsed) {
       bool d = true;
-      LOOM_TRY(c->flush(&d).withContext(bp.description));
+      LOOM_TRY(c->flush(&d).withContext(describePlan(bp)));
       drained = drained && d;
     }
     if (!lanesDone || !drained) return Status::Ok();
@@ -161,9 +163,9 @@ std::string describeWaits(const Runner& r) {
   const BoundPlan& bp = r.work->plans[r.planIndex];
   for (size_t l = 0; l < r.lanes.size(); ++l) {
     const LaneState& ls = r.lanes[l];
-    if (ls.next >= bp.plan.lanes[l].steps.size() || ls.waitingOn == Wait::None) continue;
+    if (ls.next >= bp.plan->lanes[l].steps.size() || ls.waitingOn == Wait::None) continue;
     text += fmt::format("{}lane {} step {}/{} waits to {} rank {}", text.empty() ? "" : "; ", l, ls.next,
-                        bp.plan.lanes[l].steps.size(), ls.waitingOn == Wait::Send ? "send to" : "receive from",
+                        bp.plan->lanes[l].steps.size(), ls.waitingOn == Wait::Send ? "send to" : "receive from",
                         ls.waitPeer);
   }
   return text;
@@ -174,7 +176,7 @@ Status checkBlocked(const Runner& r) {
   const BoundPlan& bp = r.work->plans[r.planIndex];
   for (const LaneState& ls : r.lanes)
     if (ls.waitingOn != Wait::None && ls.waitPeer >= 0)
-      LOOM_TRY(r.work->transports->peerHealth(ls.waitPeer).withContext(bp.description));
+      LOOM_TRY(r.work->transports->peerHealth(ls.waitPeer).withContext(describePlan(bp)));
   return Status::Ok();
 }
 
@@ -185,7 +187,7 @@ void collectPollFds(const Runner& r, std::vector<pollfd>* fds) {
   for (size_t l = 0; l < r.lanes.size(); ++l) {
     const LaneState& ls = r.lanes[l];
     if (ls.waitingOn != Wait::Recv) continue;
-    int fd = t.recv(ls.waitPeer, static_cast<int>(bp.plan.lanes[l].channel))->pollFd();
+    int fd = t.recv(ls.waitPeer, static_cast<int>(bp.plan->lanes[l].channel))->pollFd();
     if (fd >= 0) fds->push_back(pollfd{fd, POLLIN, 0});
   }
   for (SendConnection* c : r.sendsUsed)
@@ -198,7 +200,12 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
   *failedComm = -1;
   std::vector<Runner> runners(work.size());
   for (size_t i = 0; i < work.size(); ++i) runners[i].work = &work[i];
-  const int64_t spinNs = envInt("LOOM_SPIN_US", 20) * 1000;
+  int64_t spinNs = 0;
+  bool yieldWhileSpinning = false;
+  for (const CommWork& w : work) {
+    spinNs = std::max(spinNs, w.spinNs);
+    yieldWhileSpinning = yieldWhileSpinning || w.oversubscribed;
+  }
   uint64_t lastProgress = nowNs(), lastHealthCheck = lastProgress;
   std::vector<pollfd> fds;
   for (;;) {
@@ -209,7 +216,7 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
       if (work[i].abort && work[i].abort->load(std::memory_order_relaxed)) {
         *failedComm = static_cast<int>(i);
         return errorStatus(loomRemoteError, "communicator aborted during {}",
-                           runners[i].done ? "an operation" : work[i].plans[runners[i].planIndex].description);
+                           runners[i].done ? "an operation" : describePlan(work[i].plans[runners[i].planIndex]));
       }
       Status st = advance(runners[i], &progressed);
       if (!st.ok()) {
@@ -224,8 +231,13 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
       lastProgress = now;
       continue;
     }
-    if (static_cast<int64_t>(now - lastProgress) < spinNs) {
-      cpuRelax();
+    // Spin (cheapest wake-up), then yield (lets whatever else is runnable have the core), then sleep.
+    const int64_t idleNs = static_cast<int64_t>(now - lastProgress);
+    if (idleNs < spinNs) {
+      if (yieldWhileSpinning || idleNs > kPureSpinNs)
+        sched_yield();
+      else
+        cpuRelax();
       continue;
     }
     // Nothing moved for a while: check for dead peers and timeouts, then sleep.
@@ -241,7 +253,7 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
         if (!runners[i].done && timeoutMs > 0 && now - lastProgress > static_cast<uint64_t>(timeoutMs) * 1000000ull) {
           *failedComm = static_cast<int>(i);
           return errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}",
-                             work[i].plans[runners[i].planIndex].description, timeoutMs, describeWaits(runners[i]));
+                             describePlan(work[i].plans[runners[i].planIndex]), timeoutMs, describeWaits(runners[i]));
         }
       }
     }

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "algorithms/plan.h"
+#include "core/operation.h"
 #include "base/status.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/transport_set.h"
@@ -17,12 +19,17 @@ namespace loom {
 
 // One plan bound to memory: what an operation needs to run on one rank.
 struct BoundPlan {
-  Plan plan;
+  std::shared_ptr<const Plan> plan;  // shared with the communicator's plan cache
   std::vector<char*> buffers;  // indexed by plan buffer id
   loomDataType_t dtype = loomUint8;
   size_t elemSize = 1;
   ReduceOp op;
-  std::string description;  // "allreduce #7 (1000 x float, sum)" for errors and traces
+  // What the operation was, for messages (formatted only when one is needed).
+  std::string (*describe)(const BoundPlan&) = nullptr;
+  const void* comm = nullptr;
+  Operation call;
+  uint64_t seq = 0;
+  size_t groupSize = 0;
   std::vector<char> scratch;   // Plan::scratchElems elements
   std::vector<char> stagedSend;  // a copy of the send buffer when it overlaps the output oddly
 };
@@ -33,9 +40,12 @@ struct CommWork {
   const std::atomic<bool>* abort = nullptr;
   int64_t timeoutMs = 0;  // no progress for this long -> loomTimeout (0: never)
   int rank = 0;
-  std::string name;      // communicator name for messages
+  int64_t spinNs = 0;     // how long to spin before sleeping when nothing moves
+  bool oversubscribed = false;  // yield the core while spinning
   std::vector<BoundPlan> plans;
 };
+
+inline std::string describePlan(const BoundPlan& bp) { return bp.describe ? bp.describe(bp) : "operation"; }
 
 // Runs every CommWork's plans to completion. On failure returns the first error, with the operation,
 // the communicator and the step that failed in its message; *failedComm says which CommWork (or -1).

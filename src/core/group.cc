@@ -43,7 +43,8 @@ Status runOperations(const std::vector<Operation>& ops) {
     w.abort = &comm->aborted;
     w.timeoutMs = comm->settings.timeoutMs;
     w.rank = comm->rank;
-    w.name = comm->settings.name;
+    w.spinNs = comm->spinNs;
+    w.oversubscribed = comm->oversubscribed;
     std::vector<Operation> p2p;
     for (const Operation& op : ops) {
       if (op.comm != comm) continue;
@@ -61,7 +62,7 @@ Status runOperations(const std::vector<Operation>& ops) {
       ++comm->opCount;
       BoundPlan bp;
       LOOM_TRY(planPointToPoint(comm, p2p, &bp));
-      if (!bp.plan.lanes.empty()) w.plans.push_back(std::move(bp));
+      if (!bp.plan->lanes.empty()) w.plans.push_back(std::move(bp));
     }
   }
   int failed = -1;

@@ -77,8 +77,9 @@ bool isAllowedInPlace(const Operation& op, int rank) {
   }
 }
 
-std::string describeOperation(loomComm_t comm, const Operation& op, uint64_t seq) {
-  std::string text = fmt::format("{} #{} on {} ({} x {}", operationName(op), seq, comm->describe(), op.count,
+std::string describeCollective(const BoundPlan& bp) {
+  const Operation& op = bp.call;
+  std::string text = fmt::format("{} #{} on {} ({} x {}", operationName(op), bp.seq, op.comm->describe(), op.count,
                                  dataTypeName(op.dtype));
   if (op.coll == Collective::AllReduce || op.coll == Collective::Reduce || op.coll == Collective::ReduceScatter)
     text += fmt::format(", {}", redOpName(op.op));
@@ -86,6 +87,10 @@ std::string describeOperation(loomComm_t comm, const Operation& op, uint64_t seq
       op.coll == Collective::Scatter)
     text += fmt::format(", root {}", op.root);
   return text + ")";
+}
+
+std::string describeGroup(const BoundPlan& bp) {
+  return fmt::format("group of {} send/recv #{} on {}", bp.groupSize, bp.seq, bp.call.comm->describe());
 }
 
 }  // namespace
@@ -127,8 +132,17 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out) {
   req.elemSize = dataTypeSize(op.dtype);
   req.chunkElems = std::max<uint64_t>(1, comm->transports->slotBytes() / req.elemSize);
   req.nchannels = comm->transports->nchannels();
-  out->description = describeOperation(comm, op, comm->opCount);
-  LOOM_TRY(buildPlan(algo, req, &out->plan).withContext(out->description));
+  out->call = op;
+  out->seq = comm->opCount;
+  out->describe = describeCollective;
+  PlanKey key{req.coll, algo, req.root, req.count, req.elemSize, req.chunkElems, req.nchannels};
+  out->plan = comm->planCache.find(key);
+  if (!out->plan) {
+    auto plan = std::make_shared<Plan>();
+    LOOM_TRY(buildPlan(algo, req, plan.get()).withContext(describeCollective(*out)));
+    comm->planCache.insert(key, plan);
+    out->plan = std::move(plan);
+  }
   out->dtype = op.dtype;
   out->elemSize = req.elemSize;
   if (op.coll == Collective::AllReduce || op.coll == Collective::Reduce || op.coll == Collective::ReduceScatter)
@@ -147,7 +161,7 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out) {
     out->stagedSend.assign(send, send + sendBytes);
     send = out->stagedSend.data();
   }
-  out->scratch.resize(out->plan.scratchElems * out->elemSize);
+  out->scratch.resize(out->plan->scratchElems * out->elemSize);
   out->buffers = {send, static_cast<char*>(op.recv), out->scratch.data()};
   return Status::Ok();
 }
@@ -162,9 +176,14 @@ Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, Boun
     p2p.push_back(P2pOp{op.isSend, op.root, bytes});
     out->buffers.push_back(op.isSend ? const_cast<char*>(static_cast<const char*>(op.send)) : static_cast<char*>(op.recv));
   }
-  out->description = fmt::format("group of {} send/recv #{} on {}", ops.size(), comm->opCount, comm->describe());
-  LOOM_TRY(buildP2pPlan(comm->nranks, comm->rank, p2p, comm->transports->slotBytes(), &out->plan)
-               .withContext(out->description));
+  out->call = ops.front();
+  out->seq = comm->opCount;
+  out->groupSize = ops.size();
+  out->describe = describeGroup;
+  auto plan = std::make_shared<Plan>();
+  LOOM_TRY(buildP2pPlan(comm->nranks, comm->rank, p2p, comm->transports->slotBytes(), plan.get())
+               .withContext(describeGroup(*out)));
+  out->plan = std::move(plan);
   out->dtype = loomUint8;
   out->elemSize = 1;
   return Status::Ok();
