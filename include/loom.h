@@ -166,6 +166,24 @@ LOOM_API loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t data
 LOOM_API loomResult_t loomGroupStart(void);
 LOOM_API loomResult_t loomGroupEnd(void);
 
+/*
+ * Loom extension (not in NCCL): asynchronous host operations.
+ *
+ * On a communicator made with config.blocking = 0, host-memory operations run on the communicator's
+ * own progress thread: each call validates its arguments, queues the operation and returns at once.
+ * Operations start in call order, except that point-to-point operations only wait for earlier ones
+ * that use the same peer in the same direction, so a send never waits for a later receive (and
+ * batch_isend_irecv-style exchanges cannot deadlock). Buffers belong to Loom until the operation
+ * completes. On a blocking communicator operations are complete when their call returns, and these
+ * functions simply report that.
+ */
+/* The id of the last operation (or group) this communicator accepted; ids grow from 1. */
+LOOM_API loomResult_t loomCommLastOpId(loomComm_t comm, uint64_t* opId);
+/* Waits up to timeoutMs (0: just test; -1: forever) for operation opId and all operations the
+ * communicator accepted before it to complete. loomSuccess when they have, loomInProgress when time
+ * ran out first, or the error that stopped the communicator. */
+LOOM_API loomResult_t loomCommWaitOp(loomComm_t comm, uint64_t opId, int64_t timeoutMs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -236,3 +236,27 @@ LOOM_API loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm) {
 }
 
 }  // extern "C"
+
+extern "C" {
+
+LOOM_API loomResult_t loomCommLastOpId(loomComm_t comm, uint64_t* opId) {
+  if (!comm || !opId) return finishCall(comm, invalidArgument("loomCommLastOpId: NULL argument"));
+  *opId = comm->opCount;
+  return loomSuccess;
+}
+
+LOOM_API loomResult_t loomCommWaitOp(loomComm_t comm, uint64_t opId, int64_t timeoutMs) {
+  (void)timeoutMs;  // operations of a blocking communicator are complete when their call returns
+  if (!comm) return finishCall(comm, invalidArgument("loomCommWaitOp: comm is NULL"));
+  if (opId > comm->opCount)
+    return finishCall(comm, invalidArgument("loomCommWaitOp: operation {} was never issued (last is {})", opId, comm->opCount));
+  int error = comm->asyncError.load();
+  if (error != loomSuccess) {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    comm->lastError = comm->fatalError;
+    return static_cast<loomResult_t>(error);
+  }
+  return loomSuccess;
+}
+
+}  // extern "C"
