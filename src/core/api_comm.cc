@@ -151,7 +151,8 @@ LOOM_API loomResult_t loomCommFinalize(loomComm_t comm) {
   return apiCall(comm, [&]() -> Status {
     if (!comm) return invalidArgument("loomCommFinalize: comm is NULL");
     std::lock_guard<std::mutex> busy(comm->busy);
-    comm->finalized = true;  // host operations complete before they return: nothing is left to flush
+    if (comm->engine) LOOM_TRY(comm->engine->wait(comm->opCount, -1));  // flush queued operations
+    comm->finalized = true;
     return Status::Ok();
   });
 }
@@ -246,10 +247,15 @@ LOOM_API loomResult_t loomCommLastOpId(loomComm_t comm, uint64_t* opId) {
 }
 
 LOOM_API loomResult_t loomCommWaitOp(loomComm_t comm, uint64_t opId, int64_t timeoutMs) {
-  (void)timeoutMs;  // operations of a blocking communicator are complete when their call returns
   if (!comm) return finishCall(comm, invalidArgument("loomCommWaitOp: comm is NULL"));
   if (opId > comm->opCount)
     return finishCall(comm, invalidArgument("loomCommWaitOp: operation {} was never issued (last is {})", opId, comm->opCount));
+  if (comm->engine) {
+    Status st = comm->engine->wait(opId, timeoutMs);
+    if (st.code() == loomInProgress) return loomInProgress;
+    return finishCall(comm, st);
+  }
+  // A blocking communicator's operations were complete when their calls returned.
   int error = comm->asyncError.load();
   if (error != loomSuccess) {
     std::lock_guard<std::mutex> lock(comm->errorMutex);

@@ -74,6 +74,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   int ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed = localRanks > ncpus;
   comm->spinNs = envInt("LOOM_SPIN_US", comm->oversubscribed ? 5 : 2000) * 1000;
+  if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm);
   LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks)", comm->describe(), options.nchannels,
             options.slotBytes >> 10);
   return Status::Ok();

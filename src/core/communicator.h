@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "bootstrap/bootstrap.h"
+#include "core/async_engine.h"
 #include "core/plan_cache.h"
 #include "loom.h"
 #include "transport/transport_set.h"
@@ -46,6 +47,8 @@ struct loomComm {
   loom::CommSettings settings;
   std::unique_ptr<loom::Bootstrap> bootstrap;
   std::unique_ptr<loom::TransportSet> transports;
+  // Nonblocking communicators only; declared after `transports` so it stops before they go.
+  std::unique_ptr<loom::AsyncEngine> engine;
 
   std::atomic<bool> aborted{false};
   std::atomic<int> asyncError{loomSuccess};

@@ -1,61 +1,42 @@
 #include "core/executor.h"
 
-#include <poll.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "base/clock.h"
-#include "base/env.h"
 #include "base/log.h"
 #include "transport/doorbell.h"
 
 namespace loom {
 namespace {
 
-enum class Wait : uint8_t { None, Send, Recv };
-
-struct LaneState {
-  size_t next = 0;          // index of the next step to run
-  Wait waitingOn = Wait::None;
-  int waitPeer = -1;
-};
-
-// Progress state of one CommWork.
-struct Runner {
-  CommWork* work = nullptr;
-  size_t planIndex = 0;
-  std::vector<LaneState> lanes;
-  std::vector<SendConnection*> sendsUsed;  // flushed before a plan counts as complete
-  bool started = false;
-  bool done = false;
-};
-
-inline char* at(const BoundPlan& bp, const BufRef& ref) {
-  return bp.buffers[ref.buffer] + ref.offset * bp.elemSize;
-}
+inline char* at(const BoundPlan& bp, const BufRef& ref) { return bp.buffers[ref.buffer] + ref.offset * bp.elemSize; }
 
 inline void cpuRelax() { __builtin_ia32_pause(); }
 
-constexpr int64_t kPureSpinNs = 30'000;  // past this, waiting ranks yield while they spin
+constexpr int64_t kPureSpinNs = 30'000;       // past this, waiting ranks yield while they spin
+constexpr uint64_t kHealthCheckNs = 100'000'000;  // how often a stalled wait looks for dead peers
 
-void startPlan(Runner& r) {
-  const BoundPlan& bp = r.work->plans[r.planIndex];
-  r.lanes.assign(bp.plan->lanes.size(), LaneState{});
-  r.sendsUsed.clear();
+}  // namespace
+
+void PlanRunner::startPlan() {
+  const BoundPlan& bp = work_->plans[planIndex_];
+  lanes_.assign(bp.plan->lanes.size(), LaneState{});
+  sendsUsed_.clear();
   for (const Lane& lane : bp.plan->lanes)
     for (const Step& s : lane.steps)
       if (s.sendPeer >= 0) {
-        SendConnection* c = r.work->transports->send(s.sendPeer, static_cast<int>(lane.channel));
-        if (std::find(r.sendsUsed.begin(), r.sendsUsed.end(), c) == r.sendsUsed.end()) r.sendsUsed.push_back(c);
+        SendConnection* c = work_->transports->send(s.sendPeer, static_cast<int>(lane.channel));
+        if (std::find(sendsUsed_.begin(), sendsUsed_.end(), c) == sendsUsed_.end()) sendsUsed_.push_back(c);
       }
-  r.started = true;
+  started_ = true;
 }
 
-// Tries one step; *done tells whether it completed. Never blocks.
-Status tryStep(const BoundPlan& bp, TransportSet& t, const Lane& lane, const Step& s, LaneState& ls, bool* done) {
+Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s, LaneState& ls, bool* done) {
   *done = false;
+  TransportSet& t = *work_->transports;
   const size_t bytes = s.count * bp.elemSize;
   const int ch = static_cast<int>(lane.channel);
   void* out = nullptr;
@@ -103,7 +84,7 @@ Status tryStep(const BoundPlan& bp, TransportSet& t, const Lane& lane, const Ste
       const char* src = at(bp, s.src);
       if (s.finalize)
         copyArray(dst, src, s.count, bp.dtype, bp.op, true);
-      else if (dst != src)
+      else if (dst != src)  // a copy onto itself is how in-place plans say "already there"
         std::memmove(dst, src, bytes);
       break;
     }
@@ -115,24 +96,22 @@ Status tryStep(const BoundPlan& bp, TransportSet& t, const Lane& lane, const Ste
   return Status::Ok();
 }
 
-// Runs as far as possible; *progressed when anything moved.
-Status advance(Runner& r, bool* progressed) {
-  while (!r.done) {
-    if (r.planIndex >= r.work->plans.size()) {
-      r.done = true;
+Status PlanRunner::advance(bool* progressed) {
+  while (!done_) {
+    if (planIndex_ >= work_->plans.size()) {
+      done_ = true;
       *progressed = true;
       return Status::Ok();
     }
-    if (!r.started) startPlan(r);
-    const BoundPlan& bp = r.work->plans[r.planIndex];
-    TransportSet& t = *r.work->transports;
+    if (!started_) startPlan();
+    const BoundPlan& bp = work_->plans[planIndex_];
     bool lanesDone = true;
     for (size_t l = 0; l < bp.plan->lanes.size(); ++l) {
       const Lane& lane = bp.plan->lanes[l];
-      LaneState& ls = r.lanes[l];
+      LaneState& ls = lanes_[l];
       while (ls.next < lane.steps.size()) {
         bool done = false;
-        Status st = tryStep(bp, t, lane, lane.steps[ls.next], ls, &done);
+        Status st = tryStep(bp, lane, lane.steps[ls.next], ls, &done);
         if (!st.ok())
           return st.withContext(fmt::format("{}: lane {} step {} ({})", describePlan(bp), l, ls.next,
                                             stepKindName(lane.steps[ls.next].kind)));
@@ -143,26 +122,30 @@ Status advance(Runner& r, bool* progressed) {
       if (ls.next < lane.steps.size()) lanesDone = false;
     }
     bool drained = true;
-    for (SendConnection* c : r.sendsUsed) {
+    for (SendConnection* c : sendsUsed_) {
       bool d = true;
       LOOM_TRY(c->flush(&d).withContext(describePlan(bp)));
       drained = drained && d;
     }
     if (!lanesDone || !drained) return Status::Ok();
-    ++r.planIndex;
-    r.started = false;
+    ++planIndex_;
+    started_ = false;
     *progressed = true;
   }
   return Status::Ok();
 }
 
-// What every blocked lane waits for, for timeouts and the health check.
-std::string describeWaits(const Runner& r) {
+std::string PlanRunner::describeCurrent() const {
+  if (done_ || planIndex_ >= work_->plans.size()) return "an operation";
+  return describePlan(work_->plans[planIndex_]);
+}
+
+std::string PlanRunner::describeWaits() const {
   std::string text;
-  if (r.done || !r.started) return text;
-  const BoundPlan& bp = r.work->plans[r.planIndex];
-  for (size_t l = 0; l < r.lanes.size(); ++l) {
-    const LaneState& ls = r.lanes[l];
+  if (done_ || !started_) return text;
+  const BoundPlan& bp = work_->plans[planIndex_];
+  for (size_t l = 0; l < lanes_.size(); ++l) {
+    const LaneState& ls = lanes_[l];
     if (ls.next >= bp.plan->lanes[l].steps.size() || ls.waitingOn == Wait::None) continue;
     text += fmt::format("{}lane {} step {}/{} waits to {} rank {}", text.empty() ? "" : "; ", l, ls.next,
                         bp.plan->lanes[l].steps.size(), ls.waitingOn == Wait::Send ? "send to" : "receive from",
@@ -171,106 +154,110 @@ std::string describeWaits(const Runner& r) {
   return text;
 }
 
-Status checkBlocked(const Runner& r) {
-  if (r.done || !r.started) return Status::Ok();
-  const BoundPlan& bp = r.work->plans[r.planIndex];
-  for (const LaneState& ls : r.lanes)
+Status PlanRunner::checkBlockedPeers() const {
+  if (done_ || !started_) return Status::Ok();
+  for (const LaneState& ls : lanes_)
     if (ls.waitingOn != Wait::None && ls.waitPeer >= 0)
-      LOOM_TRY(r.work->transports->peerHealth(ls.waitPeer).withContext(describePlan(bp)));
+      LOOM_TRY(work_->transports->peerHealth(ls.waitPeer).withContext(describeCurrent()));
   return Status::Ok();
 }
 
-void collectPollFds(const Runner& r, std::vector<pollfd>* fds) {
-  if (r.done || !r.started || !r.work->transports->hasSocketPeers()) return;
-  const BoundPlan& bp = r.work->plans[r.planIndex];
-  TransportSet& t = *r.work->transports;
-  for (size_t l = 0; l < r.lanes.size(); ++l) {
-    const LaneState& ls = r.lanes[l];
+void PlanRunner::collectPollFds(std::vector<pollfd>* fds) const {
+  if (done_ || !started_ || !work_->transports->hasSocketPeers()) return;
+  const BoundPlan& bp = work_->plans[planIndex_];
+  TransportSet& t = *work_->transports;
+  for (size_t l = 0; l < lanes_.size(); ++l) {
+    const LaneState& ls = lanes_[l];
     if (ls.waitingOn != Wait::Recv) continue;
     int fd = t.recv(ls.waitPeer, static_cast<int>(bp.plan->lanes[l].channel))->pollFd();
     if (fd >= 0) fds->push_back(pollfd{fd, POLLIN, 0});
   }
-  for (SendConnection* c : r.sendsUsed)
+  for (SendConnection* c : sendsUsed_)
     if (c->pollFd() >= 0) fds->push_back(pollfd{c->pollFd(), POLLOUT, 0});
 }
 
-}  // namespace
+void IdleWaiter::progressed() { lastProgress_ = nowNs(); }
+
+int64_t IdleWaiter::idleNs() const { return static_cast<int64_t>(nowNs() - lastProgress_); }
+
+void IdleWaiter::idle(Doorbell* bell, uint32_t seen, const std::vector<pollfd>& fds, bool memoryPeers,
+                      int64_t maxSleepUs) {
+  // Spin (cheapest wake-up), then yield (lets whatever else is runnable have the core), then sleep.
+  const int64_t idle = idleNs();
+  if (idle < spinNs_) {
+    if (yield_ || idle > kPureSpinNs)
+      sched_yield();
+    else
+      cpuRelax();
+    return;
+  }
+  if (!fds.empty()) {
+    // Sockets: sleep in poll, briefly when memory peers may also deliver (they ring the doorbell).
+    std::vector<pollfd> copy = fds;
+    ::poll(copy.data(), copy.size(), memoryPeers ? 1 : static_cast<int>(std::max<int64_t>(1, maxSleepUs / 1000)));
+  } else if (bell) {
+    sleepOnDoorbell(bell, seen, maxSleepUs);
+  } else {
+    sched_yield();
+  }
+}
 
 Status executeWork(std::vector<CommWork>& work, int* failedComm) {
   *failedComm = -1;
-  std::vector<Runner> runners(work.size());
-  for (size_t i = 0; i < work.size(); ++i) runners[i].work = &work[i];
+  std::vector<PlanRunner> runners;
+  runners.reserve(work.size());
   int64_t spinNs = 0;
-  bool yieldWhileSpinning = false;
-  for (const CommWork& w : work) {
+  bool yieldWhileSpinning = false, memoryPeers = false;
+  for (CommWork& w : work) {
+    runners.emplace_back(&w);
     spinNs = std::max(spinNs, w.spinNs);
     yieldWhileSpinning = yieldWhileSpinning || w.oversubscribed;
+    memoryPeers = memoryPeers || w.transports->hasMemoryPeers();
   }
-  uint64_t lastProgress = nowNs(), lastHealthCheck = lastProgress;
+  IdleWaiter waiter(spinNs, yieldWhileSpinning);
+  waiter.progressed();
+  uint64_t lastHealthCheck = nowNs();
   std::vector<pollfd> fds;
+  Doorbell* bell = work.empty() ? nullptr : work[0].transports->bell();
   for (;;) {
-    Doorbell* bell = work.empty() ? nullptr : work[0].transports->bell();
     uint32_t seen = bell ? bell->seq.load(std::memory_order_acquire) : 0;
     bool progressed = false, allDone = true;
     for (size_t i = 0; i < runners.size(); ++i) {
       if (work[i].abort && work[i].abort->load(std::memory_order_relaxed)) {
         *failedComm = static_cast<int>(i);
-        return errorStatus(loomRemoteError, "communicator aborted during {}",
-                           runners[i].done ? "an operation" : describePlan(work[i].plans[runners[i].planIndex]));
+        return errorStatus(loomRemoteError, "communicator aborted during {}", runners[i].describeCurrent());
       }
-      Status st = advance(runners[i], &progressed);
+      Status st = runners[i].advance(&progressed);
       if (!st.ok()) {
         *failedComm = static_cast<int>(i);
         return st;
       }
-      allDone = allDone && runners[i].done;
+      allDone = allDone && runners[i].done();
     }
     if (allDone) return Status::Ok();
-    uint64_t now = nowNs();
     if (progressed) {
-      lastProgress = now;
+      waiter.progressed();
       continue;
     }
-    // Spin (cheapest wake-up), then yield (lets whatever else is runnable have the core), then sleep.
-    const int64_t idleNs = static_cast<int64_t>(now - lastProgress);
-    if (idleNs < spinNs) {
-      if (yieldWhileSpinning || idleNs > kPureSpinNs)
-        sched_yield();
-      else
-        cpuRelax();
-      continue;
-    }
-    // Nothing moved for a while: check for dead peers and timeouts, then sleep.
-    if (now - lastHealthCheck > 100'000'000ull) {
+    uint64_t now = nowNs();
+    if (now - lastHealthCheck > kHealthCheckNs) {
       lastHealthCheck = now;
       for (size_t i = 0; i < runners.size(); ++i) {
-        Status st = checkBlocked(runners[i]);
+        Status st = runners[i].checkBlockedPeers();
+        int64_t timeoutMs = work[i].timeoutMs;
+        if (st.ok() && !runners[i].done() && timeoutMs > 0 && waiter.idleNs() > timeoutMs * 1000000)
+          st = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", runners[i].describeCurrent(),
+                           timeoutMs, runners[i].describeWaits());
         if (!st.ok()) {
           *failedComm = static_cast<int>(i);
           return st;
         }
-        int64_t timeoutMs = work[i].timeoutMs;
-        if (!runners[i].done && timeoutMs > 0 && now - lastProgress > static_cast<uint64_t>(timeoutMs) * 1000000ull) {
-          *failedComm = static_cast<int>(i);
-          return errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}",
-                             describePlan(work[i].plans[runners[i].planIndex]), timeoutMs, describeWaits(runners[i]));
-        }
       }
     }
     fds.clear();
-    for (const Runner& r : runners) collectPollFds(r, &fds);
-    bool memoryPeers = false;
-    for (const CommWork& w : work) memoryPeers = memoryPeers || w.transports->hasMemoryPeers();
-    // Sleep: on the doorbell when only memory peers can wake us, else on the sockets with a short
-    // timeout so memory peers and other communicators are still looked at often.
-    if (!fds.empty()) {
-      ::poll(fds.data(), fds.size(), memoryPeers || work.size() > 1 ? 1 : 100);
-    } else if (bell) {
-      int64_t us = work.size() > 1 ? 200 : 100000;
-      sleepOnDoorbell(bell, seen, us);
-    } else {
-      sched_yield();
-    }
+    for (const PlanRunner& r : runners) r.collectPollFds(&fds);
+    // One thread driving several communicators cannot sleep on all their doorbells: nap briefly.
+    waiter.idle(bell, seen, fds, memoryPeers || work.size() > 1, work.size() > 1 ? 200 : 100000);
   }
 }
 

@@ -1,8 +1,10 @@
 // The executor: runs plans over a rank's connections. Lanes of a plan progress independently and
-// without blocking; when no lane of any running plan can move, the caller spins briefly and then
-// sleeps on its doorbell (or polls its sockets), so oversubscribed ranks leave the cores to others.
+// without blocking; when nothing can move, the caller spins briefly, yields, and then sleeps on its
+// doorbell (or polls its sockets), so oversubscribed ranks leave the cores to the ranks that can work.
 // A group may run plans of several communicators at once (one thread driving many ranks).
 #pragma once
+
+#include <poll.h>
 
 #include <atomic>
 #include <memory>
@@ -10,8 +12,8 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/operation.h"
 #include "base/status.h"
+#include "core/operation.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/transport_set.h"
 
@@ -20,32 +22,78 @@ namespace loom {
 // One plan bound to memory: what an operation needs to run on one rank.
 struct BoundPlan {
   std::shared_ptr<const Plan> plan;  // shared with the communicator's plan cache
-  std::vector<char*> buffers;  // indexed by plan buffer id
+  std::vector<char*> buffers;        // indexed by plan buffer id
   loomDataType_t dtype = loomUint8;
   size_t elemSize = 1;
   ReduceOp op;
+  std::vector<char> scratch;     // Plan::scratchElems elements
+  std::vector<char> stagedSend;  // a copy of the send buffer (overlap with the output, PreMulSum)
   // What the operation was, for messages (formatted only when one is needed).
   std::string (*describe)(const BoundPlan&) = nullptr;
-  const void* comm = nullptr;
   Operation call;
   uint64_t seq = 0;
   size_t groupSize = 0;
-  std::vector<char> scratch;   // Plan::scratchElems elements
-  std::vector<char> stagedSend;  // a copy of the send buffer when it overlaps the output oddly
 };
+
+inline std::string describePlan(const BoundPlan& bp) { return bp.describe ? bp.describe(bp) : "operation"; }
 
 // The plans one communicator runs, in order, and what the executor needs of that communicator.
 struct CommWork {
   TransportSet* transports = nullptr;
   const std::atomic<bool>* abort = nullptr;
-  int64_t timeoutMs = 0;  // no progress for this long -> loomTimeout (0: never)
-  int rank = 0;
-  int64_t spinNs = 0;     // how long to spin before sleeping when nothing moves
+  int64_t timeoutMs = 0;        // no progress for this long -> loomTimeout (0: never)
+  int64_t spinNs = 0;           // how long to spin before sleeping when nothing moves
   bool oversubscribed = false;  // yield the core while spinning
   std::vector<BoundPlan> plans;
 };
 
-inline std::string describePlan(const BoundPlan& bp) { return bp.describe ? bp.describe(bp) : "operation"; }
+// Runs one CommWork's plans in order, a non-blocking step at a time.
+class PlanRunner {
+ public:
+  explicit PlanRunner(CommWork* work) : work_(work) {}
+  // Moves every lane as far as it can go; *progressed is set when anything moved.
+  Status advance(bool* progressed);
+  bool done() const { return done_; }
+  // loomRemoteError when a peer this runner waits on is known to have failed.
+  Status checkBlockedPeers() const;
+  // "lane 0 step 3/8 waits to receive from rank 2; ..." for timeout reports.
+  std::string describeWaits() const;
+  std::string describeCurrent() const;
+  void collectPollFds(std::vector<pollfd>* fds) const;
+  CommWork& work() const { return *work_; }
+
+ private:
+  enum class Wait : uint8_t { None, Send, Recv };
+  struct LaneState {
+    size_t next = 0;
+    Wait waitingOn = Wait::None;
+    int waitPeer = -1;
+  };
+  void startPlan();
+  Status tryStep(const BoundPlan& bp, const Lane& lane, const Step& s, LaneState& ls, bool* done);
+
+  CommWork* work_;
+  size_t planIndex_ = 0;
+  std::vector<LaneState> lanes_;
+  std::vector<SendConnection*> sendsUsed_;  // flushed before a plan counts as complete
+  bool started_ = false;
+  bool done_ = false;
+};
+
+// What a thread does while the runners it drives cannot move: spin, then yield, then sleep.
+class IdleWaiter {
+ public:
+  IdleWaiter(int64_t spinNs, bool yieldWhileSpinning) : spinNs_(spinNs), yield_(yieldWhileSpinning) {}
+  void progressed();
+  int64_t idleNs() const;
+  // Waits a little; `bell` is the doorbell to sleep on and `seen` its value before the last try.
+  void idle(Doorbell* bell, uint32_t seen, const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs);
+
+ private:
+  int64_t spinNs_;
+  bool yield_;
+  uint64_t lastProgress_ = 0;
+};
 
 // Runs every CommWork's plans to completion. On failure returns the first error, with the operation,
 // the communicator and the step that failed in its message; *failedComm says which CommWork (or -1).

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/async_engine.h"
 #include "core/executor.h"
 #include "core/planner.h"
 
@@ -27,49 +28,73 @@ Status checkUsable(loomComm_t comm) {
   return Status::Ok();
 }
 
-// Runs operations of possibly several communicators; each communicator is locked while it runs.
+CommWork workFor(loomComm_t comm) {
+  CommWork w;
+  w.transports = comm->transports.get();
+  w.abort = &comm->aborted;
+  w.timeoutMs = comm->settings.timeoutMs;
+  w.spinNs = comm->spinNs;
+  w.oversubscribed = comm->oversubscribed;
+  return w;
+}
+
+// Plans one communicator's share of a group: each collective in call order, then one plan for all
+// its point-to-point operations. A nonblocking communicator gets them queued on its progress
+// thread; a blocking one gets them appended to `blocking` for the caller to run.
+Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, std::vector<CommWork>* blocking) {
+  LOOM_TRY(checkUsable(comm));
+  AsyncEngine* engine = comm->engine.get();
+  CommWork w = workFor(comm);
+  std::vector<Operation> p2p;
+  for (const Operation& op : ops) {
+    if (op.comm != comm) continue;
+    if (op.coll == Collective::SendRecv) {
+      p2p.push_back(op);
+      continue;
+    }
+    ++comm->opCount;
+    BoundPlan bp;
+    if (op.count > 0) LOOM_TRY(planCollective(comm, op, &bp));
+    if (engine) {
+      CommWork single = workFor(comm);
+      if (op.count > 0) single.plans.push_back(std::move(bp));
+      engine->submit(comm->opCount, std::move(single), true);
+    } else if (op.count > 0) {
+      w.plans.push_back(std::move(bp));
+    }
+  }
+  if (!p2p.empty()) {
+    ++comm->opCount;
+    BoundPlan bp;
+    LOOM_TRY(planPointToPoint(comm, p2p, &bp));
+    CommWork single = workFor(comm);
+    CommWork& target = engine ? single : w;
+    if (!bp.plan->lanes.empty()) target.plans.push_back(std::move(bp));
+    if (engine) engine->submit(comm->opCount, std::move(single), false);
+  }
+  if (!engine) blocking->push_back(std::move(w));
+  return Status::Ok();
+}
+
+// Runs (or queues) operations of possibly several communicators; each is locked meanwhile.
 Status runOperations(const std::vector<Operation>& ops) {
   std::vector<loomComm_t> comms;
   for (const Operation& op : ops)
     if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
   std::vector<std::unique_lock<std::mutex>> locks;
   for (loomComm_t comm : comms) locks.emplace_back(comm->busy);
-  std::vector<CommWork> work(comms.size());
-  for (size_t i = 0; i < comms.size(); ++i) {
-    loomComm_t comm = comms[i];
-    LOOM_TRY(checkUsable(comm));
-    CommWork& w = work[i];
-    w.transports = comm->transports.get();
-    w.abort = &comm->aborted;
-    w.timeoutMs = comm->settings.timeoutMs;
-    w.rank = comm->rank;
-    w.spinNs = comm->spinNs;
-    w.oversubscribed = comm->oversubscribed;
-    std::vector<Operation> p2p;
-    for (const Operation& op : ops) {
-      if (op.comm != comm) continue;
-      if (op.coll == Collective::SendRecv) {
-        p2p.push_back(op);
-        continue;
-      }
-      ++comm->opCount;
-      if (op.count == 0) continue;
-      BoundPlan bp;
-      LOOM_TRY(planCollective(comm, op, &bp));
-      w.plans.push_back(std::move(bp));
-    }
-    if (!p2p.empty()) {
-      ++comm->opCount;
-      BoundPlan bp;
-      LOOM_TRY(planPointToPoint(comm, p2p, &bp));
-      if (!bp.plan->lanes.empty()) w.plans.push_back(std::move(bp));
-    }
+  std::vector<CommWork> work;
+  std::vector<loomComm_t> blockingComms;
+  for (loomComm_t comm : comms) {
+    LOOM_TRY(planForComm(comm, ops, &work));
+    if (!comm->engine) blockingComms.push_back(comm);
   }
+  if (work.empty()) return Status::Ok();
   int failed = -1;
   Status st = executeWork(work, &failed);
   if (!st.ok()) {
     // The peers of every communicator of the group may now wait on us: tell them all.
-    for (loomComm_t comm : comms) {
+    for (loomComm_t comm : blockingComms) {
       if (!comm->aborted.load()) markCommFailed(comm, st);
       std::lock_guard<std::mutex> lock(comm->errorMutex);
       comm->lastError = st.message();

@@ -1,0 +1,192 @@
+#include "core/async_engine.h"
+
+#include <algorithm>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "core/communicator.h"
+
+namespace loom {
+
+namespace {
+
+std::vector<std::pair<int, bool>> linksOf(const CommWork& work) {
+  std::vector<std::pair<int, bool>> links;
+  for (const BoundPlan& bp : work.plans)
+    for (const Lane& lane : bp.plan->lanes)
+      for (const Step& s : lane.steps) {
+        if (s.sendPeer >= 0) links.emplace_back(s.sendPeer, true);
+        if (s.recvPeer >= 0) links.emplace_back(s.recvPeer, false);
+      }
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  return links;
+}
+
+bool intersects(const std::vector<std::pair<int, bool>>& a, const std::vector<std::pair<int, bool>>& b) {
+  for (const auto& x : a)
+    if (std::binary_search(b.begin(), b.end(), x)) return true;
+  return false;
+}
+
+}  // namespace
+
+AsyncEngine::AsyncEngine(loomComm* comm) : comm_(comm), thread_([this] { run(); }) {}
+
+AsyncEngine::~AsyncEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  ringDoorbell(comm_->transports->bell());
+  thread_.join();
+}
+
+void AsyncEngine::submit(uint64_t id, CommWork work, bool collective) {
+  auto task = std::make_unique<Task>();
+  task->id = id;
+  task->collective = collective;
+  if (!collective) task->links = linksOf(work);
+  task->work = std::move(work);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lastSubmitted_ = std::max(lastSubmitted_, id);
+    if (!failure_.ok()) {
+      completeLocked(id);  // the failure is reported by wait()
+      return;
+    }
+    pending_.push_back(std::move(task));
+  }
+  changed_.notify_all();
+  ringDoorbell(comm_->transports->bell());  // the progress thread may be asleep on it
+}
+
+Status AsyncEngine::wait(uint64_t id, int64_t timeoutMs) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto ready = [&] { return completedUpTo_ >= id || !failure_.ok(); };
+  if (timeoutMs < 0) {
+    changed_.wait(lock, ready);
+  } else if (!changed_.wait_for(lock, std::chrono::milliseconds(timeoutMs), ready)) {
+    return Status(loomInProgress, fmt::format("operation {} is still in progress", id));
+  }
+  return failure_;
+}
+
+void AsyncEngine::completeLocked(uint64_t id) {
+  doneOutOfOrder_.insert(id);
+  while (!doneOutOfOrder_.empty() && *doneOutOfOrder_.begin() == completedUpTo_ + 1) {
+    doneOutOfOrder_.erase(doneOutOfOrder_.begin());
+    ++completedUpTo_;
+  }
+}
+
+void AsyncEngine::failLocked(const Status& error) {
+  if (failure_.ok()) failure_ = error;
+  for (auto& t : active_) completeLocked(t->id);
+  for (auto& t : pending_) completeLocked(t->id);
+  active_.clear();
+  pending_.clear();
+}
+
+// Starts what may start: collectives only at the head of an idle queue, point-to-point tasks when
+// none of their links is used by an active task or by an earlier task still waiting.
+void AsyncEngine::admitLocked() {
+  bool activeCollective = std::any_of(active_.begin(), active_.end(), [](const auto& t) { return t->collective; });
+  if (activeCollective) return;
+  std::vector<std::pair<int, bool>> busy;
+  for (const auto& t : active_) busy.insert(busy.end(), t->links.begin(), t->links.end());
+  std::sort(busy.begin(), busy.end());
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Task& t = **it;
+    if (t.collective) {
+      if (it == pending_.begin() && active_.empty()) {
+        t.runner = std::make_unique<PlanRunner>(&t.work);
+        active_.push_back(std::move(*it));
+        pending_.erase(it);
+      }
+      return;  // nothing passes a collective
+    }
+    if (!intersects(t.links, busy)) {
+      t.runner = std::make_unique<PlanRunner>(&t.work);
+      busy.insert(busy.end(), t.links.begin(), t.links.end());
+      std::sort(busy.begin(), busy.end());
+      active_.push_back(std::move(*it));
+      it = pending_.erase(it);
+    } else {
+      busy.insert(busy.end(), t.links.begin(), t.links.end());  // keeps later tasks behind this one
+      std::sort(busy.begin(), busy.end());
+      ++it;
+    }
+  }
+}
+
+Status AsyncEngine::progressActive(bool* progressed) {
+  for (size_t i = 0; i < active_.size();) {
+    LOOM_TRY(active_[i]->runner->advance(progressed));
+    if (active_[i]->runner->done()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      completeLocked(active_[i]->id);
+      active_.erase(active_.begin() + static_cast<long>(i));
+      changed_.notify_all();
+      *progressed = true;
+    } else {
+      ++i;
+    }
+  }
+  return Status::Ok();
+}
+
+void AsyncEngine::run() {
+  TransportSet& transports = *comm_->transports;
+  IdleWaiter waiter(comm_->spinNs, comm_->oversubscribed);
+  waiter.progressed();
+  uint64_t lastHealthCheck = nowNs();
+  std::vector<pollfd> fds;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || !pending_.empty() || !active_.empty(); });
+      if (comm_->aborted.load()) failLocked(Status(loomRemoteError, comm_->describe() + " was aborted"));
+      admitLocked();
+      if (active_.empty() && pending_.empty()) {
+        if (stop_) return;
+        continue;
+      }
+      if (active_.empty()) continue;
+    }
+    uint32_t seen = transports.bell()->seq.load(std::memory_order_acquire);
+    bool progressed = false;
+    Status st = progressActive(&progressed);
+    if (st.ok() && !progressed && nowNs() - lastHealthCheck > 100'000'000ull) {
+      lastHealthCheck = nowNs();
+      for (const auto& t : active_) {
+        if (!st.ok()) break;
+        st = t->runner->checkBlockedPeers();
+        if (st.ok() && t->work.timeoutMs > 0 && waiter.idleNs() > t->work.timeoutMs * 1000000)
+          st = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", t->runner->describeCurrent(),
+                           t->work.timeoutMs, t->runner->describeWaits());
+      }
+    }
+    if (!st.ok()) {
+      markCommFailed(comm_, st);
+      {
+        std::lock_guard<std::mutex> lock(comm_->errorMutex);
+        comm_->lastError = st.message();
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      failLocked(st);
+      changed_.notify_all();
+      continue;
+    }
+    if (progressed) {
+      waiter.progressed();
+      continue;
+    }
+    fds.clear();
+    for (const auto& t : active_) t->runner->collectPollFds(&fds);
+    waiter.idle(transports.bell(), seen, fds, transports.hasMemoryPeers(), 100000);
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,60 @@
+// The progress thread of a nonblocking communicator (config.blocking = 0): operations are queued by
+// the calling thread (already validated and planned) and run here. Collectives start in call order,
+// each after everything before it finished; point-to-point groups only wait for earlier operations
+// that use one of the same (peer, direction) pairs, so a send never waits for a later receive.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/executor.h"
+
+struct loomComm;
+
+namespace loom {
+
+class AsyncEngine {
+ public:
+  explicit AsyncEngine(loomComm* comm);
+  ~AsyncEngine();  // finishes queued work (or gives up when the communicator fails), then stops
+
+  // `work` holds the plans of operation `id`; `collective` orders it behind everything earlier.
+  void submit(uint64_t id, CommWork work, bool collective);
+  // Waits until every operation up to `id` completed: loomSuccess, loomInProgress when timeoutMs
+  // passed first (0: test, <0: forever), or the error that broke the communicator.
+  Status wait(uint64_t id, int64_t timeoutMs);
+
+ private:
+  struct Task {
+    uint64_t id = 0;
+    bool collective = false;
+    std::vector<std::pair<int, bool>> links;  // (peer, isSend) pairs a point-to-point task uses
+    CommWork work;
+    std::unique_ptr<PlanRunner> runner;
+  };
+  void run();
+  void admitLocked();
+  void completeLocked(uint64_t id);
+  void failLocked(const Status& error);
+  Status progressActive(bool* progressed);
+
+  loomComm* comm_;
+  std::mutex mutex_;
+  std::condition_variable changed_;  // queue, completion or stop
+  std::deque<std::unique_ptr<Task>> pending_;
+  std::vector<std::unique_ptr<Task>> active_;  // touched by the progress thread only (after admission)
+  std::set<uint64_t> doneOutOfOrder_;
+  uint64_t completedUpTo_ = 0;
+  uint64_t lastSubmitted_ = 0;
+  Status failure_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace loom
