@@ -167,9 +167,14 @@ LOOM_API loomResult_t loomCommDestroy(loomComm_t comm) {
 LOOM_API loomResult_t loomCommAbort(loomComm_t comm) {
   if (!comm) return finishCall(nullptr, invalidArgument("loomCommAbort: comm is NULL"));
   comm->aborted.store(true);
-  markCommFailed(comm, Status(loomRemoteError, comm->describe() + " was aborted"));
-  // Wait for a running operation to notice the abort and leave, then free everything.
-  { std::lock_guard<std::mutex> busy(comm->busy); }
+  Status reason(loomRemoteError, comm->describe() + " was aborted");
+  markCommFailed(comm, reason, false);
+  // Wait for a running operation to notice the abort and leave, then tell socket peers and free.
+  {
+    std::lock_guard<std::mutex> busy(comm->busy);
+    comm->engine.reset();
+    if (comm->transports) comm->transports->markFailed(reason.message(), true);
+  }
   destroyComm(comm);
   return loomSuccess;
 }

@@ -169,7 +169,7 @@ void AsyncEngine::run() {
       }
     }
     if (!st.ok()) {
-      markCommFailed(comm_, st);
+      markCommFailed(comm_, st, true);
       {
         std::lock_guard<std::mutex> lock(comm_->errorMutex);
         comm_->lastError = st.message();

@@ -80,14 +80,14 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   return Status::Ok();
 }
 
-void markCommFailed(loomComm* comm, const Status& error) {
+void markCommFailed(loomComm* comm, const Status& error, bool ownsConnections) {
   {
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     if (comm->fatalError.empty()) comm->fatalError = error.message();
   }
   int expected = loomSuccess;
   comm->asyncError.compare_exchange_strong(expected, error.code());
-  if (comm->transports) comm->transports->markFailed();
+  if (comm->transports) comm->transports->markFailed(error.message(), ownsConnections);
 }
 
 }  // namespace loom

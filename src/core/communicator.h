@@ -75,6 +75,7 @@ namespace loom {
 Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config);
 
 // Marks the communicator broken after a fatal error: peers are told, later calls are refused.
-void markCommFailed(loomComm* comm, const Status& error);
+// `ownsConnections`: the caller is the thread that drives the connections (not a concurrent abort).
+void markCommFailed(loomComm* comm, const Status& error, bool ownsConnections);
 
 }  // namespace loom

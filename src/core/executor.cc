@@ -156,6 +156,8 @@ std::string PlanRunner::describeWaits() const {
 
 Status PlanRunner::checkBlockedPeers() const {
   if (done_ || !started_) return Status::Ok();
+  // Only peers this rank waits on: one that finished its part and exited is no failure. A peer that
+  // failed because of another carries that cause in its reason, so the dead rank is still named.
   for (const LaneState& ls : lanes_)
     if (ls.waitingOn != Wait::None && ls.waitPeer >= 0)
       LOOM_TRY(work_->transports->peerHealth(ls.waitPeer).withContext(describeCurrent()));

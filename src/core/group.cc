@@ -95,7 +95,7 @@ Status runOperations(const std::vector<Operation>& ops) {
   if (!st.ok()) {
     // The peers of every communicator of the group may now wait on us: tell them all.
     for (loomComm_t comm : blockingComms) {
-      if (!comm->aborted.load()) markCommFailed(comm, st);
+      if (!comm->aborted.load()) markCommFailed(comm, st, true);
       std::lock_guard<std::mutex> lock(comm->errorMutex);
       comm->lastError = st.message();
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "base/status.h"
 
@@ -24,6 +25,9 @@ class SendConnection {
   // A descriptor to poll for writability while data is queued, or -1.
   virtual int pollFd() const { return -1; }
   virtual size_t slotBytes() const = 0;
+  // Best effort: tells the peer this rank failed and why, so its error can name the root cause.
+  // Only the thread that drives this connection may call it.
+  virtual void notifyFailure(const std::string& reason) { (void)reason; }
 };
 
 class RecvConnection {

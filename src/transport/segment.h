@@ -31,6 +31,7 @@ struct SegmentHeader {
   Doorbell bell;
   alignas(64) std::atomic<uint32_t> state{0};
   int32_t pid = 0;
+  char reason[256] = {0};  // why the owner failed, written before state becomes Failed
 };
 
 // Where everything lies inside a segment holding `nfifos` FIFOs of nslots x slotBytes.

@@ -54,6 +54,21 @@ Status SocketSendConnection::flush(bool* drained) {
   return Status::Ok();
 }
 
+void SocketSendConnection::notifyFailure(const std::string& reason) {
+  bool drained = false;
+  if (!queue_.empty() && queue_.front().sent > 0) (void)flush(&drained);
+  if (!queue_.empty() && queue_.front().sent > 0) {
+    ::shutdown(socket_.fd(), SHUT_WR);  // mid-frame: the peer sees the stream end instead
+    return;
+  }
+  queue_.clear();
+  char frame[sizeof(uint64_t) + kFailureReasonBytes] = {0};
+  std::memcpy(frame, &kFailureFrame, sizeof(uint64_t));
+  std::snprintf(frame + sizeof(uint64_t), kFailureReasonBytes, "%s", reason.c_str());
+  (void)::send(socket_.fd(), frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(socket_.fd(), SHUT_WR);
+}
+
 SocketRecvConnection::SocketRecvConnection(Socket socket, size_t slotBytes, int peer)
     : socket_(std::move(socket)), slotBytes_(slotBytes), peer_(peer), buffer_(slotBytes) {}
 
@@ -76,11 +91,17 @@ Status SocketRecvConnection::tryRecv(size_t expectedBytes, const void** data) {
   if (headerGot_ < sizeof(header_)) {
     LOOM_TRY(readSome(reinterpret_cast<char*>(&header_), sizeof(header_), &headerGot_));
     if (headerGot_ < sizeof(header_)) return Status::Ok();
-    if (header_ != expectedBytes)
+    if (header_ != expectedBytes && header_ != kFailureFrame)
       return errorStatus(loomInvalidUsage,
                          "rank {} sent a message of {} bytes where {} were expected: the ranks called "
                          "different operations or counts",
                          peer_, header_, expectedBytes);
+  }
+  if (header_ == kFailureFrame) {
+    LOOM_TRY(readSome(reason_, sizeof(reason_), &payloadGot_));
+    if (payloadGot_ < sizeof(reason_)) return Status::Ok();
+    reason_[sizeof(reason_) - 1] = '\0';
+    return errorStatus(loomRemoteError, "rank {} failed: {}", peer_, reason_);
   }
   LOOM_TRY(readSome(buffer_.data(), header_, &payloadGot_));
   if (payloadGot_ == header_) *data = buffer_.data();

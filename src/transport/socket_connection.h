@@ -19,6 +19,7 @@ class SocketSendConnection final : public SendConnection {
   Status flush(bool* drained) override;
   int pollFd() const override { return queue_.empty() ? -1 : socket_.fd(); }
   size_t slotBytes() const override { return slotBytes_; }
+  void notifyFailure(const std::string& reason) override;
 
  private:
   struct Pending {
@@ -34,6 +35,10 @@ class SocketSendConnection final : public SendConnection {
   uint64_t posted_ = 0;
 };
 
+// A frame header no real message has: the sender failed; kFailureReasonBytes of text follow.
+constexpr uint64_t kFailureFrame = ~0ull;
+constexpr size_t kFailureReasonBytes = 256;
+
 class SocketRecvConnection final : public RecvConnection {
  public:
   SocketRecvConnection(Socket socket, size_t slotBytes, int peer);
@@ -47,6 +52,7 @@ class SocketRecvConnection final : public RecvConnection {
   size_t slotBytes_;
   int peer_;
   std::vector<char> buffer_;
+  char reason_[kFailureReasonBytes] = {0};
   uint64_t header_ = 0;
   size_t headerGot_ = 0;
   size_t payloadGot_ = 0;

@@ -1,6 +1,9 @@
 #include "transport/transport_set.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -41,7 +44,33 @@ bool isMemory(TransportKind k) { return k == TransportKind::Local || k == Transp
 
 }  // namespace
 
-TransportSet::~TransportSet() = default;
+TransportSet::~TransportSet() {
+  for (int fd : pidfds_)
+    if (fd >= 0) close(fd);
+}
+
+namespace {
+
+// A killed process stays a zombie until its parent reaps it, and kill(pid, 0) still finds it; a
+// pidfd turns readable as soon as the process exits.
+int openPidfd(int pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+bool processGone(int pid, int pidfd) {
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  return kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
 
 std::vector<int> TransportSet::memoryPeersOf(int rank) const {
   std::vector<int> list;
@@ -73,6 +102,9 @@ Status TransportSet::create(PeerExchange& exchange, const std::vector<PeerLocati
   t->sends_.resize(slots);
   t->recvs_.resize(slots);
   t->peerSegments_.resize(t->nranks_);
+  t->pidfds_.assign(t->nranks_, -1);
+  for (int p = 0; p < t->nranks_; ++p)
+    if (t->kinds_[p] == TransportKind::Shm) t->pidfds_[p] = openPidfd(peers[p].pid);
   LOOM_TRY(t->setupMemory(exchange).withContext("shared-memory setup"));
   LOOM_TRY(t->setupSockets(exchange).withContext("socket setup"));
   if (!t->bell_) {
@@ -165,15 +197,25 @@ Status TransportSet::setupSockets(PeerExchange& exchange) {
 Status TransportSet::peerHealth(int peer) const {
   const std::shared_ptr<Segment>& seg = peerSegments_[peer];
   if (!seg) return Status::Ok();
-  if (seg->header()->state.load(std::memory_order_acquire) != static_cast<uint32_t>(SegmentState::Alive))
-    return errorStatus(loomRemoteError, "{} failed or aborted its communicator", describePeer(peer));
-  if (kinds_[peer] == TransportKind::Shm && kill(peers_[peer].pid, 0) != 0 && errno == ESRCH)
-    return errorStatus(loomRemoteError, "{} died (its process is gone)", describePeer(peer));
+  // A recorded failure names its cause (often another rank), so it wins over a later exit.
+  if (seg->header()->state.load(std::memory_order_acquire) != static_cast<uint32_t>(SegmentState::Alive)) {
+    std::string reason(seg->header()->reason, strnlen(seg->header()->reason, sizeof(seg->header()->reason)));
+    return errorStatus(loomRemoteError, "{} failed: {}", describePeer(peer), reason.empty() ? "aborted" : reason);
+  }
+  if (kinds_[peer] == TransportKind::Shm && processGone(peers_[peer].pid, pidfds_[peer]))
+    return errorStatus(loomRemoteError, "{} died (its process exited)", describePeer(peer));
   return Status::Ok();
 }
 
-void TransportSet::markFailed() {
-  if (own_) own_->header()->state.store(static_cast<uint32_t>(SegmentState::Failed), std::memory_order_release);
+void TransportSet::markFailed(const std::string& reason, bool notifySockets) {
+  if (notifySockets)
+    for (int p = 0; p < nranks_; ++p)
+      if (kinds_[p] == TransportKind::Socket)
+        for (int c = 0; c < options_.nchannels; ++c) sends_[index(p, c)]->notifyFailure(reason);
+  if (own_ && own_->header()->state.load() == static_cast<uint32_t>(SegmentState::Alive)) {
+    std::snprintf(own_->header()->reason, sizeof(own_->header()->reason), "%s", reason.c_str());
+    own_->header()->state.store(static_cast<uint32_t>(SegmentState::Failed), std::memory_order_release);
+  }
   for (const auto& seg : peerSegments_)
     if (seg) ringDoorbell(&seg->header()->bell);
   ringDoorbell(bell_);

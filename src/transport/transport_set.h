@@ -51,8 +51,9 @@ class TransportSet {
   // loomRemoteError naming the peer when it is known to have failed (memory peers only; socket
   // peers report failure through their connections).
   Status peerHealth(int peer) const;
-  // Marks this rank failed so that memory peers waiting on it give up, and wakes them.
-  void markFailed();
+  // Marks this rank failed so that memory peers waiting on it give up, and wakes them. Socket peers
+  // are told too when `notifySockets` (only from the thread that drives the connections).
+  void markFailed(const std::string& reason, bool notifySockets);
   std::string describePeer(int peer) const;
 
  private:
@@ -72,6 +73,7 @@ class TransportSet {
   std::vector<std::unique_ptr<RecvConnection>> recvs_;
   std::shared_ptr<Segment> own_;
   std::vector<std::shared_ptr<Segment>> peerSegments_;  // indexed by rank; null when not a memory peer
+  std::vector<int> pidfds_;  // per rank, for shm peers: readable once the process has exited
   std::unique_ptr<Doorbell> privateBell_;
   Doorbell* bell_ = nullptr;
 };

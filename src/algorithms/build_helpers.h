@@ -1,0 +1,80 @@
+// Shared pieces of the plan builders (ring.cc, direct.cc, p2p.cc): splitting data fairly, step
+// constructors, request validation and the bookkeeping every plan ends with. Internal to algorithms/.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/builders.h"
+#include "algorithms/plan.h"
+#include "base/status.h"
+
+namespace loom::detail {
+
+// A half-open range of elements [begin, end).
+struct Range {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t size() const { return end - begin; }
+  bool empty() const { return end == begin; }
+  Range shifted(uint64_t by) const { return {begin + by, end + by}; }
+};
+
+inline uint64_t ceilDiv(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// Part i of `parts` contiguous parts of [0, total) whose sizes differ by at most one (the first
+// total % parts parts are the larger ones). Every rank computes the same split, which is what keeps
+// senders and receivers agreeing on message sizes without talking.
+inline Range fairPart(uint64_t total, uint64_t parts, uint64_t i) {
+  const uint64_t q = total / parts;
+  const uint64_t rem = total % parts;
+  const uint64_t begin = i * q + std::min(i, rem);
+  return {begin, begin + q + (i < rem ? 1 : 0)};
+}
+
+// Messages needed for `elems` elements when one message holds at most `chunk`.
+inline uint64_t pieceCount(uint64_t elems, uint64_t chunk) { return ceilDiv(elems, chunk); }
+
+inline int wrap(int64_t value, int n) { return static_cast<int>(((value % n) + n) % n); }
+
+bool isReduction(Collective coll);
+bool isRooted(Collective coll);
+
+// Checks everything a collective builder relies on: ranks, root, chunk, channels, rings, overflow.
+Status validateRequest(const PlanRequest& req);
+
+// A channel's ring: req.rings[channel % rings.size()] or the identity, and this rank's place in it.
+struct RingOrder {
+  std::vector<int> order;
+  int pos = 0;  // position of req.rank
+  int at(int64_t position) const { return order[wrap(position, static_cast<int>(order.size()))]; }
+  int next() const { return at(pos + 1); }
+  int prev() const { return at(pos - 1); }
+  int positionOf(int rank) const {
+    for (size_t p = 0; p < order.size(); ++p)
+      if (order[p] == rank) return static_cast<int>(p);
+    return 0;
+  }
+};
+RingOrder ringOrder(const PlanRequest& req, int channel);
+
+inline BufRef ref(uint32_t buffer, uint64_t offset) { return BufRef{buffer, offset}; }
+inline BufRef sendRef(uint64_t offset) { return ref(kSendBuffer, offset); }
+inline BufRef recvRef(uint64_t offset) { return ref(kRecvBuffer, offset); }
+
+Step sendStep(int peer, BufRef src, uint64_t count);
+Step recvStep(int peer, BufRef dst, uint64_t count);
+Step recvReduceStep(int peer, BufRef src, BufRef dst, uint64_t count, bool finalize);
+Step recvReduceSendStep(int recvPeer, int sendPeer, BufRef src, BufRef dst, uint64_t count, bool finalize);
+Step recvCopySendStep(int recvPeer, int sendPeer, BufRef dst, uint64_t count);
+Step copyStep(BufRef src, BufRef dst, uint64_t count, bool finalize);
+
+// Resets *plan for req (coll, nranks, rank, algorithm; no lanes).
+void startPlan(const PlanRequest& req, const char* algorithm, Plan* plan);
+// Drops lanes without steps and sets maxMessageElems and nchannels from what the lanes use.
+void finishPlan(Plan* plan);
+// nranks == 1: the whole operation is one local copy (finalizing for reductions).
+void buildSingleRankPlan(const PlanRequest& req, const char* algorithm, Plan* plan);
+
+}  // namespace loom::detail

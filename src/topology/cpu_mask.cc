@@ -1,0 +1,51 @@
+#include "topology/cpu_mask.h"
+
+#include <hwloc.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <memory>
+
+namespace loom {
+namespace {
+
+struct BitmapDeleter {
+  void operator()(hwloc_bitmap_s* b) const { hwloc_bitmap_free(b); }
+};
+using Bitmap = std::unique_ptr<hwloc_bitmap_s, BitmapDeleter>;
+
+}  // namespace
+
+std::optional<std::string> ncclMaskToCpuList(const std::string& mask) {
+  std::string hex;
+  for (char c : mask) {
+    if (c == ',') continue;
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    hex += c;
+  }
+  if (hex.empty()) return std::nullopt;
+  Bitmap bits(hwloc_bitmap_alloc());
+  if (!bits || hwloc_bitmap_taskset_sscanf(bits.get(), ("0x" + hex).c_str()) != 0) return std::nullopt;
+  char* text = nullptr;
+  if (hwloc_bitmap_list_asprintf(&text, bits.get()) < 0 || !text) return std::nullopt;
+  std::string list(text);
+  std::free(text);
+  return list;
+}
+
+std::optional<std::string> cpuListToNcclMask(const std::string& list, size_t minWords) {
+  Bitmap bits(hwloc_bitmap_alloc());
+  if (!bits || list.empty() || hwloc_bitmap_list_sscanf(bits.get(), list.c_str()) != 0) return std::nullopt;
+  if (hwloc_bitmap_weight(bits.get()) < 0) return std::nullopt;  // infinite sets have no mask form
+  char* text = nullptr;
+  if (hwloc_bitmap_taskset_asprintf(&text, bits.get()) < 0 || !text) return std::nullopt;
+  std::string hex(text + 2);  // drop "0x"
+  std::free(text);
+  hex.insert(0, (8 - hex.size() % 8) % 8, '0');
+  if (hex.size() < 8 * minWords) hex.insert(0, 8 * minWords - hex.size(), '0');
+  std::string mask;
+  for (size_t i = 0; i < hex.size(); i += 8) mask += (i ? "," : "") + hex.substr(i, 8);
+  return mask;
+}
+
+}  // namespace loom

@@ -1,0 +1,28 @@
+// Loading a machine description instead of discovering this one: hwloc v1/v2 XML or NCCL topology XML,
+// told apart by the root element. Anything else (hwloc 3.0 XML, other XML, non-XML, truncated files)
+// is refused with loomInvalidArgument and a message that says why.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "topology/graph.h"
+
+namespace loom {
+
+enum class TopologyFormat { HwlocXml, NcclXml };
+const char* topologyFormatName(TopologyFormat format);
+
+// Parses a document held in memory into an empty graph and finalizes it. `sourceName` names it in
+// messages and in graph->source.
+Status parseTopologyXml(const std::string& xml, const std::string& sourceName, SystemGraph* graph,
+                        TopologyFormat* format = nullptr);
+
+// Reads and parses a file into an empty graph and finalizes it.
+Status loadTopologyFile(const std::string& path, SystemGraph* graph);
+
+// This host's topology as the rest of Loom should see it: the file named by LOOM_TOPO_FILE when set,
+// else live discovery.
+Status loadSystemTopology(SystemGraph* graph);
+
+}  // namespace loom

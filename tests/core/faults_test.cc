@@ -1,0 +1,145 @@
+// Faults never hang: a killed peer, an abort from another thread or a stalled peer turn into errors
+// on the surviving ranks, quickly, naming who failed; the process stays usable afterwards.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loom.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// 3 rank processes loop on 64 MiB allreduces; the parent kills rank 2 mid-way. Both survivors must
+// return an error naming rank 2 within 15 s and exit normally.
+void killOneOfThree(const char* transport) {
+  if (transport) setenv("LOOM_TRANSPORT", transport, 1);
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  const int n = 3;
+  char dir[] = "/tmp/loom-fault-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      loomComm_t comm;
+      if (loomCommInitRank(&comm, n, id, r) != loomSuccess) _exit(10);
+      const size_t count = 16u << 20;  // 64 MiB of floats
+      std::vector<float> buf(count, 1.0f);
+      loomResult_t res = loomSuccess;
+      for (int iter = 0; iter < 1000 && res == loomSuccess; ++iter)
+        res = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, comm, nullptr);
+      std::ofstream(std::string(dir) + "/rank" + std::to_string(r)) << res << "\n" << loomGetLastError(comm);
+      loomCommAbort(comm);
+      _exit(res == loomSuccess ? 11 : 0);
+    }
+    pids.push_back(pid);
+  }
+  if (transport) unsetenv("LOOM_TRANSPORT");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(pids[2], SIGKILL);
+  auto killedAt = Clock::now();
+  waitpid(pids[2], nullptr, 0);
+  for (int r = 0; r < 2; ++r) {
+    int status = 0;
+    pid_t done = 0;
+    while ((done = waitpid(pids[r], &status, WNOHANG)) == 0 && secondsSince(killedAt) < 30)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    double elapsed = secondsSince(killedAt);
+    if (done == 0) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], nullptr, 0);
+    }
+    ASSERT_NE(done, 0) << "rank " << r << " still hangs 30 s after rank 2 was killed";
+    EXPECT_LT(elapsed, 15.0) << "rank " << r;
+    ASSERT_TRUE(WIFEXITED(status)) << "rank " << r << " crashed";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "rank " << r;
+    std::string report = readFile(std::string(dir) + "/rank" + std::to_string(r));
+    EXPECT_NE(report.find("rank 2"), std::string::npos) << "rank " << r << " reported: " << report;
+  }
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST(Faults, KilledPeerDuringAllReduceShm) { killOneOfThree(nullptr); }
+TEST(Faults, KilledPeerDuringAllReduceSocket) { killOneOfThree("socket"); }
+
+// Two host ranks as threads of this process, rank 1 never taking part.
+struct Pair {
+  loomComm_t comms[2] = {nullptr, nullptr};
+  explicit Pair(int timeoutMs) {
+    loomUniqueId id;
+    EXPECT_EQ(loomGetUniqueId(&id), loomSuccess);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+        config.timeoutMs = timeoutMs;
+        EXPECT_EQ(loomCommInitRankConfig(&comms[r], 2, id, r, &config), loomSuccess);
+      });
+    for (auto& t : threads) t.join();
+  }
+};
+
+TEST(Faults, AbortFromAnotherThreadReleasesAWaiter) {
+  Pair pair(0);
+  loomResult_t result = loomSuccess;
+  double elapsed = 0;
+  std::thread waiter([&] {
+    std::vector<float> buf(1024, 1.0f);
+    result = loomAllReduce(buf.data(), buf.data(), buf.size(), loomFloat32, loomSum, pair.comms[0], nullptr);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto abortedAt = Clock::now();
+  EXPECT_EQ(loomCommAbort(pair.comms[0]), loomSuccess);
+  waiter.join();
+  elapsed = secondsSince(abortedAt);
+  EXPECT_NE(result, loomSuccess);
+  EXPECT_LT(elapsed, 5.0);
+  EXPECT_EQ(loomCommDestroy(pair.comms[1]), loomSuccess);
+}
+
+TEST(Faults, StalledPeerTimesOutNamingIt) {
+  Pair pair(2000);
+  std::vector<float> buf(1024, 1.0f);
+  auto start = Clock::now();
+  loomResult_t result = loomAllReduce(buf.data(), buf.data(), buf.size(), loomFloat32, loomSum, pair.comms[0], nullptr);
+  EXPECT_EQ(result, loomTimeout);
+  EXPECT_LT(secondsSince(start), 7.0);
+  std::string message = loomGetLastError(pair.comms[0]);
+  EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
+  loomResult_t async = loomSuccess;
+  EXPECT_EQ(loomCommGetAsyncError(pair.comms[0], &async), loomSuccess);
+  EXPECT_EQ(async, loomTimeout);
+  // After a fatal error the communicator refuses work instead of corrupting it.
+  EXPECT_EQ(loomAllReduce(buf.data(), buf.data(), buf.size(), loomFloat32, loomSum, pair.comms[0], nullptr),
+            loomInvalidUsage);
+  EXPECT_EQ(loomCommAbort(pair.comms[0]), loomSuccess);
+  EXPECT_EQ(loomCommAbort(pair.comms[1]), loomSuccess);
+  // The usual recovery: a new communicator among the survivors works.
+  loomComm_t fresh;
+  ASSERT_EQ(loomCommInitAll(&fresh, 1, nullptr), loomSuccess);
+  EXPECT_EQ(loomAllReduce(buf.data(), buf.data(), buf.size(), loomFloat32, loomSum, fresh, nullptr), loomSuccess);
+  EXPECT_EQ(loomCommDestroy(fresh), loomSuccess);
+}
+
+}  // namespace
