@@ -57,6 +57,7 @@ void AsyncEngine::submit(uint64_t id, CommWork work, bool collective) {
       return;
     }
     pending_.push_back(std::move(task));
+    submissions_.fetch_add(1, std::memory_order_seq_cst);
   }
   changed_.notify_all();
   ringDoorbell(comm_->transports->bell());  // the progress thread may be asleep on it
@@ -144,8 +145,10 @@ void AsyncEngine::run() {
   uint64_t lastHealthCheck = nowNs();
   std::vector<pollfd> fds;
   for (;;) {
+    uint64_t seenSubmissions = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      seenSubmissions = submissions_.load();
       changed_.wait(lock, [&] { return stop_ || !pending_.empty() || !active_.empty(); });
       if (comm_->aborted.load()) failLocked(Status(loomRemoteError, comm_->describe() + " was aborted"));
       admitLocked();
@@ -155,7 +158,6 @@ void AsyncEngine::run() {
       }
       if (active_.empty()) continue;
     }
-    uint32_t seen = transports.bell()->seq.load(std::memory_order_acquire);
     bool progressed = false;
     Status st = progressActive(&progressed);
     if (st.ok() && !progressed && nowNs() - lastHealthCheck > 100'000'000ull) {
@@ -185,7 +187,21 @@ void AsyncEngine::run() {
     }
     fds.clear();
     for (const auto& t : active_) t->runner->collectPollFds(&fds);
-    waiter.idle(transports.bell(), seen, fds, transports.hasMemoryPeers(), 100000);
+    // A submit rings the doorbell too, so new work also ends the sleep.
+    Status idleStatus = waiter.idle(transports.bell(), fds, transports.hasMemoryPeers(), 100000,
+                                    [&](bool* p) {
+                                      LOOM_TRY(progressActive(p));
+                                      if (submissions_.load() != seenSubmissions) *p = true;
+                                      return Status::Ok();
+                                    },
+                                    &progressed);
+    if (progressed) waiter.progressed();
+    if (!idleStatus.ok()) {
+      markCommFailed(comm_, idleStatus, true);
+      std::lock_guard<std::mutex> lock(mutex_);
+      failLocked(idleStatus);
+      changed_.notify_all();
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 // that use one of the same (peer, direction) pairs, so a send never waits for a later receive.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -52,6 +53,7 @@ class AsyncEngine {
   std::set<uint64_t> doneOutOfOrder_;
   uint64_t completedUpTo_ = 0;
   uint64_t lastSubmitted_ = 0;
+  std::atomic<uint64_t> submissions_{0};  // lets a thread about to sleep notice new work
   Status failure_;
   bool stop_ = false;
   std::thread thread_;

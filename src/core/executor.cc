@@ -182,8 +182,7 @@ void IdleWaiter::progressed() { lastProgress_ = nowNs(); }
 
 int64_t IdleWaiter::idleNs() const { return static_cast<int64_t>(nowNs() - lastProgress_); }
 
-void IdleWaiter::idle(Doorbell* bell, uint32_t seen, const std::vector<pollfd>& fds, bool memoryPeers,
-                      int64_t maxSleepUs) {
+void IdleWaiter::waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs) {
   // Spin (cheapest wake-up), then yield (lets whatever else is runnable have the core), then sleep.
   const int64_t idle = idleNs();
   if (idle < spinNs_) {
@@ -191,14 +190,10 @@ void IdleWaiter::idle(Doorbell* bell, uint32_t seen, const std::vector<pollfd>& 
       sched_yield();
     else
       cpuRelax();
-    return;
-  }
-  if (!fds.empty()) {
+  } else if (!fds.empty()) {
     // Sockets: sleep in poll, briefly when memory peers may also deliver (they ring the doorbell).
     std::vector<pollfd> copy = fds;
     ::poll(copy.data(), copy.size(), memoryPeers ? 1 : static_cast<int>(std::max<int64_t>(1, maxSleepUs / 1000)));
-  } else if (bell) {
-    sleepOnDoorbell(bell, seen, maxSleepUs);
   } else {
     sched_yield();
   }
@@ -221,21 +216,27 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
   uint64_t lastHealthCheck = nowNs();
   std::vector<pollfd> fds;
   Doorbell* bell = work.empty() ? nullptr : work[0].transports->bell();
-  for (;;) {
-    uint32_t seen = bell ? bell->seq.load(std::memory_order_acquire) : 0;
-    bool progressed = false, allDone = true;
+  bool allDone = false;
+  auto pass = [&](bool* progressed) -> Status {
+    allDone = true;
     for (size_t i = 0; i < runners.size(); ++i) {
-      if (work[i].abort && work[i].abort->load(std::memory_order_relaxed)) {
-        *failedComm = static_cast<int>(i);
-        return errorStatus(loomRemoteError, "communicator aborted during {}", runners[i].describeCurrent());
-      }
-      Status st = runners[i].advance(&progressed);
+      Status st = runners[i].advance(progressed);
       if (!st.ok()) {
         *failedComm = static_cast<int>(i);
         return st;
       }
       allDone = allDone && runners[i].done();
     }
+    return Status::Ok();
+  };
+  for (;;) {
+    for (size_t i = 0; i < runners.size(); ++i)
+      if (work[i].abort && work[i].abort->load(std::memory_order_relaxed)) {
+        *failedComm = static_cast<int>(i);
+        return errorStatus(loomRemoteError, "communicator aborted during {}", runners[i].describeCurrent());
+      }
+    bool progressed = false;
+    LOOM_TRY(pass(&progressed));
     if (allDone) return Status::Ok();
     if (progressed) {
       waiter.progressed();
@@ -259,7 +260,9 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
     fds.clear();
     for (const PlanRunner& r : runners) r.collectPollFds(&fds);
     // One thread driving several communicators cannot sleep on all their doorbells: nap briefly.
-    waiter.idle(bell, seen, fds, memoryPeers || work.size() > 1, work.size() > 1 ? 200 : 100000);
+    LOOM_TRY(waiter.idle(bell, fds, memoryPeers || work.size() > 1, work.size() > 1 ? 200 : 100000, pass, &progressed));
+    if (allDone) return Status::Ok();
+    if (progressed) waiter.progressed();
   }
 }
 

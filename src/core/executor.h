@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "core/operation.h"
 #include "kernels/cpu/reduce.h"
+#include "transport/doorbell.h"
 #include "transport/transport_set.h"
 
 namespace loom {
@@ -86,10 +87,28 @@ class IdleWaiter {
   IdleWaiter(int64_t spinNs, bool yieldWhileSpinning) : spinNs_(spinNs), yield_(yieldWhileSpinning) {}
   void progressed();
   int64_t idleNs() const;
-  // Waits a little; `bell` is the doorbell to sleep on and `seen` its value before the last try.
-  void idle(Doorbell* bell, uint32_t seen, const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs);
+  // Waits a little. Before sleeping on `bell` it announces itself and calls retry(&progressed) once
+  // more (see doorbell.h); whatever that pass returns is returned, with *progressed set.
+  template <typename Retry>
+  Status idle(Doorbell* bell, const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs, Retry&& retry,
+              bool* progressed) {
+    *progressed = false;
+    if (idleNs() < spinNs_ || !fds.empty() || !bell) {
+      waitWithoutDoorbell(fds, memoryPeers, maxSleepUs);
+      return Status::Ok();
+    }
+    uint32_t seen = announceSleep(bell);
+    Status st = retry(progressed);
+    if (!st.ok() || *progressed) {
+      cancelSleep(bell);
+      return st;
+    }
+    sleepAnnounced(bell, seen, maxSleepUs);
+    return Status::Ok();
+  }
 
  private:
+  void waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs);
   int64_t spinNs_;
   bool yield_;
   uint64_t lastProgress_ = 0;

@@ -15,16 +15,23 @@ static long futex(std::atomic<uint32_t>* addr, int op, uint32_t value, const tim
 }
 
 void ringDoorbell(Doorbell* bell) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (bell->sleepers.load(std::memory_order_relaxed) == 0) return;
   bell->seq.fetch_add(1, std::memory_order_seq_cst);
-  if (bell->sleepers.load(std::memory_order_seq_cst) != 0) futex(&bell->seq, FUTEX_WAKE, INT_MAX, nullptr);
+  futex(&bell->seq, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void sleepOnDoorbell(Doorbell* bell, uint32_t seen, int64_t timeoutUs) {
-  timespec ts{static_cast<time_t>(timeoutUs / 1000000), static_cast<long>((timeoutUs % 1000000) * 1000)};
+uint32_t announceSleep(Doorbell* bell) {
   bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
-  // The futex re-checks seq == seen atomically, so a ring between our check and the sleep is not lost.
-  if (bell->seq.load(std::memory_order_seq_cst) == seen) futex(&bell->seq, FUTEX_WAIT, seen, &ts);
+  return bell->seq.load(std::memory_order_seq_cst);
+}
+
+void sleepAnnounced(Doorbell* bell, uint32_t seen, int64_t timeoutUs) {
+  timespec ts{static_cast<time_t>(timeoutUs / 1000000), static_cast<long>((timeoutUs % 1000000) * 1000)};
+  futex(&bell->seq, FUTEX_WAIT, seen, &ts);
   bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
+
+void cancelSleep(Doorbell* bell) { bell->sleepers.fetch_sub(1, std::memory_order_seq_cst); }
 
 }  // namespace loom

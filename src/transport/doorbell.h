@@ -15,8 +15,15 @@ struct alignas(64) Doorbell {
   char pad1[60];
 };
 
+// Wakes the owner if it sleeps. Call after publishing the data the owner waits for: the fence orders
+// that publication before the look at `sleepers`, so the common case (owner awake) costs no write.
 void ringDoorbell(Doorbell* bell);
-// Sleeps while bell->seq == seen, for at most timeoutUs; returns early on a ring or a signal.
-void sleepOnDoorbell(Doorbell* bell, uint32_t seen, int64_t timeoutUs);
+
+// The owner's side, in three steps: announce (the owner must then look for work once more), then
+// either sleep (nothing found) or leave (work found). Sleeping returns on a ring, a signal or
+// timeoutUs; a ring that came between announce and sleep is not lost (the futex compares seq).
+uint32_t announceSleep(Doorbell* bell);
+void sleepAnnounced(Doorbell* bell, uint32_t seen, int64_t timeoutUs);
+void cancelSleep(Doorbell* bell);
 
 }  // namespace loom
