@@ -59,11 +59,7 @@ Status Bootstrap::joinRendezvous(const RankInfo& self, Deadline deadline) {
   LOOM_TRY(recvAll(root, payload.data(), payload.size(), deadline, abort_));
   if (reply.status != 0)
     return invalidArgument("the rendezvous refused this rank: {}", std::string(payload.begin(), payload.end()));
-  if (payload.size() != static_cast<size_t>(nranks_) * sizeof(RankInfo))
-    return errorStatus(loomRemoteError, "the rendezvous sent a table of {} bytes for {} ranks", payload.size(), nranks_);
-  table_.resize(nranks_);
-  std::memcpy(table_.data(), payload.data(), payload.size());
-  return Status::Ok();
+  return parseRankTable(payload.data(), payload.size(), nranks_, &table_);
 }
 
 Status Bootstrap::buildStar(Deadline deadline) {
@@ -93,14 +89,15 @@ Status Bootstrap::acceptHello(HelloKind kind, Deadline deadline, Socket* out, He
   for (;;) {
     Socket s;
     LOOM_TRY(acceptOne(listener_, deadline, abort_, &s));
-    Status st = recvAll(s, hello, sizeof(*hello), Deadline::afterMs(kHelloTimeoutMs), abort_);
-    if (st.ok() && hello->magic == kWireMagic && hello->version == kWireVersion &&
-        std::memcmp(hello->secret, id_.secret, kSecretBytes) == 0 && hello->kind == static_cast<uint32_t>(kind) &&
-        hello->nranks == nranks_) {
+    Hello raw;
+    Status st = recvAll(s, &raw, sizeof(raw), Deadline::afterMs(kHelloTimeoutMs), abort_);
+    if (st.ok()) st = parseHello(&raw, sizeof(raw), id_.secret, kind, nranks_, hello);
+    if (st.ok()) {
       *out = std::move(s);
       return Status::Ok();
     }
-    LOOM_WARN(Boot, "rank {}: dropped a connection without a valid hello{}", rank_, st.ok() ? "" : ": " + st.message());
+    if (abort_ && abort_->load()) return st;
+    LOOM_WARN(Boot, "rank {}: dropped a connection: {}", rank_, st.message());
   }
 }
 

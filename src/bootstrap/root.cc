@@ -41,16 +41,16 @@ void serveRoot(Socket listener, UniqueIdData id) {
                 nranks, st.message());
       return;
     }
-    Hello hello;
+    Hello raw, hello;
     Deadline helloDeadline = Deadline::afterMs(kHelloTimeoutMs);
-    if (!recvAll(client, &hello, sizeof(hello), helloDeadline, nullptr).ok() || hello.magic != kWireMagic ||
-        std::memcmp(hello.secret, id.secret, kSecretBytes) != 0 ||
-        hello.kind != static_cast<uint32_t>(HelloKind::ToRoot)) {
-      LOOM_WARN(Boot, "rendezvous: dropped a connection without a valid hello");
-      continue;
-    }
-    if (hello.version != kWireVersion) {
-      refuse(client, fmt::format("protocol version {} (root speaks {})", hello.version, kWireVersion));
+    Status received = recvAll(client, &raw, sizeof(raw), helloDeadline, nullptr);
+    Status valid = received.ok() ? parseHello(&raw, sizeof(raw), id.secret, HelloKind::ToRoot, 0, &hello) : received;
+    if (!valid.ok()) {
+      LOOM_WARN(Boot, "rendezvous: dropped a connection: {}", valid.message());
+      // A genuine rank of another library version deserves to know why it is refused.
+      if (received.ok() && raw.magic == kWireMagic && raw.version != kWireVersion &&
+          std::memcmp(raw.secret, id.secret, kSecretBytes) == 0)
+        refuse(client, valid.message());
       continue;
     }
     RankInfo info;
@@ -63,7 +63,7 @@ void serveRoot(Socket listener, UniqueIdData id) {
       refuse(client, fmt::format("rank {} says nranks={}, others said {}", hello.rank, hello.nranks, nranks));
       continue;
     }
-    if (hello.rank < 0 || hello.rank >= nranks || joined.count(hello.rank)) {
+    if (joined.count(hello.rank)) {
       refuse(client, fmt::format("rank {} is out of range or already joined (nranks={})", hello.rank, nranks));
       continue;
     }

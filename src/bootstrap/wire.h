@@ -3,9 +3,12 @@
 // (the bootstrap only ever connects hosts of one job, which share an architecture).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "base/socket.h"
+#include "base/status.h"
 
 namespace loom {
 
@@ -40,5 +43,16 @@ struct RootReply {
   uint32_t status = 0;
   uint32_t bytes = 0;
 };
+
+}  // namespace loom
+
+namespace loom {
+
+// Checks bytes received as a Hello: magic, protocol version, secret, kind and rank range.
+// Pure (no I/O) so that it can be fuzzed; every rejection says why.
+Status parseHello(const void* bytes, size_t size, const uint8_t* secret, HelloKind expected, int nranks, Hello* out);
+
+// Checks the rendezvous' table for `nranks` ranks.
+Status parseRankTable(const void* bytes, size_t size, int nranks, std::vector<RankInfo>* out);
 
 }  // namespace loom

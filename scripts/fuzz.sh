@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the bootstrap fuzz target with clang's libFuzzer and runs it for a bounded time
+# (FUZZ_SECONDS, default 60). Exit status is non-zero when the fuzzer finds a crash.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+command -v clang++ >/dev/null || { sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd=sudo; $sudo_cmd apt-get install -y -qq clang; }
+out="build-fuzz"
+mkdir -p "$out/corpus"
+clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -Iinclude -Isrc tests/fuzz/bootstrap_fuzz.cc \
+  src/bootstrap/wire.cc src/bootstrap/unique_id.cc src/bootstrap/root.cc \
+  src/base/socket.cc src/base/env.cc src/base/log.cc -lfmt -lpthread -o "$out/bootstrap_fuzz"
+"$out/bootstrap_fuzz" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 "$out/corpus" 2>&1 | tail -n 12

@@ -1,0 +1,86 @@
+// Strangers at the rendezvous (port scanners, junk, truncated or forged hellos) are dropped without
+// disturbing a correct init.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "base/socket.h"
+#include "bootstrap/unique_id.h"
+#include "bootstrap/wire.h"
+#include "loom.h"
+
+namespace {
+
+using namespace loom;
+
+void sendAndClose(const SocketAddress& addr, const std::vector<char>& bytes) {
+  Socket s;
+  if (!connectTo(addr, Deadline::afterMs(2000), nullptr, &s).ok()) return;
+  if (!bytes.empty()) (void)sendAll(s, bytes.data(), bytes.size(), Deadline::afterMs(2000), nullptr);
+}
+
+TEST(BootstrapJunk, StrangersDoNotDisturbInit) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  UniqueIdData data;
+  ASSERT_TRUE(decodeUniqueId(id, &data).ok());
+
+  std::thread stranger([&] {
+    std::mt19937 rng(42);
+    std::vector<char> junk(300);
+    for (char& c : junk) c = static_cast<char>(rng());
+    sendAndClose(data.root, {});    // connect and leave
+    sendAndClose(data.root, junk);  // garbage
+    Hello forged;                   // right shape, wrong secret
+    forged.kind = static_cast<uint32_t>(HelloKind::ToRoot);
+    forged.rank = 0;
+    forged.nranks = 2;
+    std::vector<char> bytes(sizeof(forged));
+    std::memcpy(bytes.data(), &forged, sizeof(forged));
+    sendAndClose(data.root, bytes);
+    bytes.resize(sizeof(forged) / 2);  // truncated
+    sendAndClose(data.root, bytes);
+  });
+  stranger.join();
+
+  loomComm_t comms[2] = {nullptr, nullptr};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] { EXPECT_EQ(loomCommInitRank(&comms[r], 2, id, r), loomSuccess); });
+  for (auto& t : ranks) t.join();
+  ASSERT_NE(comms[0], nullptr);
+  ASSERT_NE(comms[1], nullptr);
+  std::vector<std::thread> ops;
+  for (int r = 0; r < 2; ++r)
+    ops.emplace_back([&, r] {
+      int value = r + 1, out = 0;
+      EXPECT_EQ(loomAllReduce(&value, &out, 1, loomInt32, loomSum, comms[r], nullptr), loomSuccess);
+      EXPECT_EQ(out, 3);
+    });
+  for (auto& t : ops) t.join();
+  for (auto* c : comms) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
+}
+
+TEST(BootstrapJunk, MismatchedRankCountIsRefusedWithAMessage) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  loomComm_t a = nullptr, b = nullptr;
+  loomResult_t ra = loomSuccess, rb = loomSuccess;
+  setenv("LOOM_TIMEOUT_MS", "3000", 1);
+  std::thread t1([&] { ra = loomCommInitRank(&a, 2, id, 0); });
+  std::thread t2([&] { rb = loomCommInitRank(&b, 3, id, 1); });
+  t1.join();
+  t2.join();
+  unsetenv("LOOM_TIMEOUT_MS");
+  // One of them joined first and fixed nranks; the other is refused with a reason (and the first,
+  // alone, times out): neither hangs.
+  EXPECT_TRUE(ra != loomSuccess || rb != loomSuccess);
+  if (a) loomCommDestroy(a);
+  if (b) loomCommDestroy(b);
+}
+
+}  // namespace
