@@ -20,6 +20,7 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   s.nchannels = static_cast<int>(envInt("LOOM_NCHANNELS", 1));
   s.nslots = static_cast<size_t>(envInt("LOOM_FIFO_SLOTS", 4));
   s.forcedTransport = envString("LOOM_TRANSPORT", "");
+  s.checkSignatures = envInt("LOOM_CHECK", 0) != 0;
   if (config) {
     if (config->magic != LOOM_CONFIG_MAGIC || config->size < offsetof(loomConfig_t, timeoutMs))
       return invalidArgument("config was not initialised with LOOM_CONFIG_INITIALIZER");
@@ -74,6 +75,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   int ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed = localRanks > ncpus;
   comm->spinNs = envInt("LOOM_SPIN_US", comm->oversubscribed ? 5 : 2000) * 1000;
+  comm->tracer = Tracer::fromEnvironment(rank, comm->settings.name);
   if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm);
   LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks)", comm->describe(), options.nchannels,
             options.slotBytes >> 10);

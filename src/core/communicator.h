@@ -12,6 +12,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/async_engine.h"
 #include "core/plan_cache.h"
+#include "core/trace.h"
 #include "loom.h"
 #include "transport/transport_set.h"
 
@@ -34,6 +35,7 @@ struct CommSettings {
   size_t nslots = 4;
   std::string forcedTransport;
   bool blocking = true;
+  bool checkSignatures = false;  // LOOM_CHECK
 };
 
 Status readCommSettings(const loomConfig_t* config, CommSettings* out);
@@ -47,6 +49,7 @@ struct loomComm {
   loom::CommSettings settings;
   std::unique_ptr<loom::Bootstrap> bootstrap;
   std::unique_ptr<loom::TransportSet> transports;
+  std::unique_ptr<loom::Tracer> tracer;  // written out when the communicator goes
   // Nonblocking communicators only; declared after `transports` so it stops before they go.
   std::unique_ptr<loom::AsyncEngine> engine;
 

@@ -32,6 +32,10 @@ void PlanRunner::startPlan() {
         if (std::find(sendsUsed_.begin(), sendsUsed_.end(), c) == sendsUsed_.end()) sendsUsed_.push_back(c);
       }
   started_ = true;
+  if (work_->tracer) {
+    planStartNs_ = nowNs();
+    for (LaneState& ls : lanes_) ls.readySinceNs = planStartNs_;
+  }
 }
 
 Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s, LaneState& ls, bool* done) {
@@ -116,6 +120,13 @@ Status PlanRunner::advance(bool* progressed) {
           return st.withContext(fmt::format("{}: lane {} step {} ({})", describePlan(bp), l, ls.next,
                                             stepKindName(lane.steps[ls.next].kind)));
         if (!done) break;
+        if (work_->tracer) {
+          const Step& s = lane.steps[ls.next];
+          uint64_t now = nowNs();
+          work_->tracer->step(static_cast<int>(l), stepKindName(s.kind), s.sendPeer >= 0 ? s.sendPeer : s.recvPeer,
+                              s.count * bp.elemSize, ls.readySinceNs, now);
+          ls.readySinceNs = now;
+        }
         ++ls.next;
         *progressed = true;
       }
@@ -128,6 +139,7 @@ Status PlanRunner::advance(bool* progressed) {
       drained = drained && d;
     }
     if (!lanesDone || !drained) return Status::Ok();
+    if (work_->tracer) work_->tracer->operation(describePlan(bp), planStartNs_, nowNs());
     ++planIndex_;
     started_ = false;
     *progressed = true;

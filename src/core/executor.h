@@ -14,6 +14,7 @@
 #include "algorithms/plan.h"
 #include "base/status.h"
 #include "core/operation.h"
+#include "core/trace.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/doorbell.h"
 #include "transport/transport_set.h"
@@ -45,6 +46,7 @@ struct CommWork {
   int64_t timeoutMs = 0;        // no progress for this long -> loomTimeout (0: never)
   int64_t spinNs = 0;           // how long to spin before sleeping when nothing moves
   bool oversubscribed = false;  // yield the core while spinning
+  Tracer* tracer = nullptr;     // LOOM_TRACE_FILE, else null
   std::vector<BoundPlan> plans;
 };
 
@@ -67,6 +69,7 @@ class PlanRunner {
   enum class Wait : uint8_t { None, Send, Recv };
   struct LaneState {
     size_t next = 0;
+    uint64_t readySinceNs = 0;  // when the lane's current step could first start (for traces)
     Wait waitingOn = Wait::None;
     int waitPeer = -1;
   };
@@ -79,6 +82,7 @@ class PlanRunner {
   std::vector<SendConnection*> sendsUsed_;  // flushed before a plan counts as complete
   bool started_ = false;
   bool done_ = false;
+  uint64_t planStartNs_ = 0;
 };
 
 // What a thread does while the runners it drives cannot move: spin, then yield, then sleep.

@@ -8,6 +8,7 @@
 #include "core/async_engine.h"
 #include "core/executor.h"
 #include "core/planner.h"
+#include "core/signature_check.h"
 
 namespace loom {
 namespace {
@@ -35,13 +36,14 @@ CommWork workFor(loomComm_t comm) {
   w.timeoutMs = comm->settings.timeoutMs;
   w.spinNs = comm->spinNs;
   w.oversubscribed = comm->oversubscribed;
+  w.tracer = comm->tracer.get();
   return w;
 }
 
 // Plans one communicator's share of a group: each collective in call order, then one plan for all
 // its point-to-point operations. A nonblocking communicator gets them queued on its progress
 // thread; a blocking one gets them appended to `blocking` for the caller to run.
-Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, std::vector<CommWork>* blocking) {
+Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool soleComm, std::vector<CommWork>* blocking) {
   LOOM_TRY(checkUsable(comm));
   AsyncEngine* engine = comm->engine.get();
   CommWork w = workFor(comm);
@@ -53,6 +55,8 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, std::vect
       continue;
     }
     ++comm->opCount;
+    // The check talks over the bootstrap and would wait forever for ranks this same thread drives.
+    if (comm->settings.checkSignatures && soleComm) LOOM_TRY(checkCollectiveSignature(comm, op, comm->opCount));
     BoundPlan bp;
     if (op.count > 0) LOOM_TRY(planCollective(comm, op, &bp));
     if (engine) {
@@ -86,7 +90,7 @@ Status runOperations(const std::vector<Operation>& ops) {
   std::vector<CommWork> work;
   std::vector<loomComm_t> blockingComms;
   for (loomComm_t comm : comms) {
-    LOOM_TRY(planForComm(comm, ops, &work));
+    LOOM_TRY(planForComm(comm, ops, comms.size() == 1, &work));
     if (!comm->engine) blockingComms.push_back(comm);
   }
   if (work.empty()) return Status::Ok();
