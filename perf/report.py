@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Writes the side-by-side table of perf/compare into a Markdown section.
+
+usage: report.py OUT.md MACHINE_JSON COMMANDS_FILE PLOT_PNG loom.json mpich.json gloo.json"""
+import json
+import sys
+
+from results import load
+
+
+def fmt_size(n):
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return str(int(n))
+
+
+def main():
+    out, machine, commands, plot, *files = sys.argv[1:]
+    libs = ["loom", "mpich", "gloo"]
+    rows = {}
+    for lib, path in zip(libs, files):
+        for r in load(path, lib):
+            rows.setdefault((r["collective"], int(r["bytes"])), {})[lib] = r
+    limits = json.load(open(machine))
+    lines = [
+        f"Physical limit on this machine: single-thread memcpy {limits['dram_gbs']:.1f} GB/s from DRAM "
+        f"(64 MiB), {limits['cache_gbs']:.1f} GB/s in cache (256 KiB).",
+        "",
+        "| collective | size | loom us | mpich us | gloo us | loom busbw | mpich busbw | gloo busbw | loom/mpich bw | loom/gloo bw |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def cell(r, key, digits):
+        return f"{r[key]:.{digits}f}" if r else "-"
+
+    def ratio(a, b):
+        return f"{a['busbw_gbs'] / b['busbw_gbs']:.2f}x" if a and b and b["busbw_gbs"] > 0 else "-"
+
+    for (coll, size), by in sorted(rows.items()):
+        lo, mp, gl = by.get("loom"), by.get("mpich"), by.get("gloo")
+        lines.append(f"| {coll} | {fmt_size(size)} | {cell(lo, 'time_us', 1)} | {cell(mp, 'time_us', 1)} | "
+                     f"{cell(gl, 'time_us', 1)} | {cell(lo, 'busbw_gbs', 2)} | {cell(mp, 'busbw_gbs', 2)} | "
+                     f"{cell(gl, 'busbw_gbs', 2)} | {ratio(lo, mp)} | {ratio(lo, gl)} |")
+    lines += ["", f"![busbw and latency]({plot})", "", "Commands:", "", "```", open(commands).read().strip(), "```", ""]
+    with open(out, "w") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
