@@ -1,4 +1,4 @@
-// Shared pieces of the plan builders (ring.cc, direct.cc, p2p.cc): splitting data fairly, step
+// Shared pieces of the plan builders (ring.cc, direct.cc, tree.cc, one_shot.cc, hierarchical.cc, p2p.cc): splitting data fairly, step
 // constructors, request validation and the bookkeeping every plan ends with. Internal to algorithms/.
 #pragma once
 
@@ -45,15 +45,21 @@ bool isRooted(Collective coll);
 Status validateRequest(const PlanRequest& req);
 
 // A channel's ring: req.rings[channel % rings.size()] or the identity, and this rank's place in it.
+// It refers to req.rings (no copy: simulations build plans for a thousand ranks at a time).
 struct RingOrder {
-  std::vector<int> order;
+  const std::vector<int>* order = nullptr;  // nullptr: the identity
+  int n = 1;
   int pos = 0;  // position of req.rank
-  int at(int64_t position) const { return order[wrap(position, static_cast<int>(order.size()))]; }
+  int at(int64_t position) const {
+    const int p = wrap(position, n);
+    return order != nullptr ? (*order)[p] : p;
+  }
   int next() const { return at(pos + 1); }
   int prev() const { return at(pos - 1); }
   int positionOf(int rank) const {
-    for (size_t p = 0; p < order.size(); ++p)
-      if (order[p] == rank) return static_cast<int>(p);
+    if (order == nullptr) return rank;
+    for (size_t p = 0; p < order->size(); ++p)
+      if ((*order)[p] == rank) return static_cast<int>(p);
     return 0;
   }
 };
@@ -69,6 +75,7 @@ Step recvReduceStep(int peer, BufRef src, BufRef dst, uint64_t count, bool final
 Step recvReduceSendStep(int recvPeer, int sendPeer, BufRef src, BufRef dst, uint64_t count, bool finalize);
 Step recvCopySendStep(int recvPeer, int sendPeer, BufRef dst, uint64_t count);
 Step copyStep(BufRef src, BufRef dst, uint64_t count, bool finalize);
+Step reduceStep(BufRef src, BufRef dst, uint64_t count, bool finalize);  // dst = dst (op) src
 
 // Resets *plan for req (coll, nranks, rank, algorithm; no lanes).
 void startPlan(const PlanRequest& req, const char* algorithm, Plan* plan);

@@ -30,6 +30,7 @@ const char* stepKindName(StepKind kind) {
     case StepKind::RecvReduceSend: return "RecvReduceSend";
     case StepKind::RecvCopySend: return "RecvCopySend";
     case StepKind::Copy: return "Copy";
+    case StepKind::Reduce: return "Reduce";
   }
   return "unknown";
 }
@@ -40,6 +41,7 @@ const char* algorithmName(Algorithm algo) {
     case Algorithm::Direct: return "direct";
     case Algorithm::Tree: return "tree";
     case Algorithm::Hierarchical: return "hier";
+    case Algorithm::OneShot: return "oneshot";
   }
   return "unknown";
 }
@@ -83,10 +85,21 @@ Status buildPlan(Algorithm algo, const PlanRequest& req, Plan* plan) {
   switch (algo) {
     case Algorithm::Ring: return buildRingPlan(req, plan);
     case Algorithm::Direct: return buildDirectPlan(req, plan);
-    case Algorithm::Tree:
-    case Algorithm::Hierarchical: break;
+    case Algorithm::Tree: return buildTreePlan(req, plan);
+    case Algorithm::Hierarchical: return buildHierarchicalPlan(req, plan);
+    case Algorithm::OneShot: return buildOneShotPlan(req, plan);
   }
   return invalidArgument("no {} plan builder for {}", algorithmName(algo), collectiveName(req.coll));
+}
+
+bool parseAlgorithmName(std::string_view name, Algorithm* algo) {
+  for (Algorithm a : kAllAlgorithms) {
+    if (name == algorithmName(a)) {
+      *algo = a;
+      return true;
+    }
+  }
+  return false;
 }
 
 namespace detail {
@@ -130,14 +143,9 @@ Status validateRequest(const PlanRequest& req) {
 
 RingOrder ringOrder(const PlanRequest& req, int channel) {
   RingOrder ring;
-  if (req.rings.empty()) {
-    ring.order.resize(req.nranks);
-    for (int r = 0; r < req.nranks; ++r) ring.order[r] = r;
-  } else {
-    ring.order = req.rings[static_cast<size_t>(channel) % req.rings.size()];
-  }
-  for (int p = 0; p < req.nranks; ++p)
-    if (ring.order[p] == req.rank) ring.pos = p;
+  ring.n = req.nranks;
+  if (!req.rings.empty()) ring.order = &req.rings[static_cast<size_t>(channel) % req.rings.size()];
+  ring.pos = ring.positionOf(req.rank);
   return ring;
 }
 
@@ -202,6 +210,16 @@ Step copyStep(BufRef src, BufRef dst, uint64_t count, bool finalize) {
   return s;
 }
 
+Step reduceStep(BufRef src, BufRef dst, uint64_t count, bool finalize) {
+  Step s;
+  s.kind = StepKind::Reduce;
+  s.src = src;
+  s.dst = dst;
+  s.count = count;
+  s.finalize = finalize;
+  return s;
+}
+
 void startPlan(const PlanRequest& req, const char* algorithm, Plan* plan) {
   *plan = Plan{};
   plan->coll = req.coll;
@@ -217,7 +235,7 @@ void finishPlan(Plan* plan) {
   for (const Lane& lane : plan->lanes) {
     channels = std::max(channels, lane.channel + 1);
     for (const Step& step : lane.steps)
-      if (step.kind != StepKind::Copy) plan->maxMessageElems = std::max(plan->maxMessageElems, step.count);
+      if (step.kind != StepKind::Copy && step.kind != StepKind::Reduce) plan->maxMessageElems = std::max(plan->maxMessageElems, step.count);
   }
   plan->nchannels = std::max<uint32_t>(channels, 1);
 }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -11,8 +12,13 @@
 
 namespace loom {
 
-enum class Algorithm : uint8_t { Ring, Direct, Tree, Hierarchical };
-const char* algorithmName(Algorithm algo);
+// Add new algorithms at the end: the value is part of plan cache keys and traces.
+enum class Algorithm : uint8_t { Ring, Direct, Tree, Hierarchical, OneShot };
+inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::Ring, Algorithm::Direct, Algorithm::Tree,
+                                               Algorithm::Hierarchical, Algorithm::OneShot};
+const char* algorithmName(Algorithm algo);  // "ring", "direct", "tree", "hier", "oneshot"
+// The inverse of algorithmName (LOOM_ALGO values); false for anything else.
+bool parseAlgorithmName(std::string_view name, Algorithm* algo);
 
 struct PlanRequest {
   Collective coll = Collective::AllReduce;
@@ -24,6 +30,9 @@ struct PlanRequest {
   uint64_t chunkElems = 1;   // largest message, in elements (>= 1)
   int nchannels = 1;         // independent lanes/rings splitting the data
   std::vector<std::vector<int>> rings;  // per-channel rank orderings; empty: 0..nranks-1 for every channel
+  // Ranks per node, nodes holding contiguous ranks (node = rank / ranksPerNode); 0: unknown. Only the
+  // hierarchical builder uses it, and it needs it.
+  int ranksPerNode = 0;
 };
 
 // Elements of the user's send/recv buffers for a collective of this shape (on this rank).
@@ -32,6 +41,14 @@ uint64_t recvBufferElems(const PlanRequest& req);
 
 Status buildRingPlan(const PlanRequest& req, Plan* plan);
 Status buildDirectPlan(const PlanRequest& req, Plan* plan);
+// Double binary tree: AllReduce, Broadcast, Reduce (tree.cc).
+Status buildTreePlan(const PlanRequest& req, Plan* plan);
+// Intra-node reduce-scatter, per-rail inter-node ring allreduce, intra-node all-gather: AllReduce with
+// req.ranksPerNode dividing nranks (hierarchical.cc).
+Status buildHierarchicalPlan(const PlanRequest& req, Plan* plan);
+// Every rank sends its whole vector to every peer and reduces all contributions in rank order, so all
+// ranks get bitwise identical results: AllReduce with count <= chunkElems (one_shot.cc).
+Status buildOneShotPlan(const PlanRequest& req, Plan* plan);
 Status buildPlan(Algorithm algo, const PlanRequest& req, Plan* plan);
 
 // Point-to-point operations of one group on one rank, in call order. Operations towards the same peer

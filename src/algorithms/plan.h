@@ -52,6 +52,7 @@ enum class StepKind : uint8_t {
   RecvReduceSend,  // out = incoming (op) src; send out to sendPeer; also store out in dst if valid
   RecvCopySend,    // receive into dst (if valid) and forward the same elements to sendPeer
   Copy,            // dst = src (local; src and dst may be the same memory)
+  Reduce,          // dst = dst (op) src (local; src and dst must not overlap); finalize allowed
 };
 const char* stepKindName(StepKind kind);
 
@@ -81,7 +82,7 @@ struct Plan {
   uint64_t maxMessageElems = 0;  // largest count of any send/recv step (0 when none)
   uint32_t nchannels = 1;        // channels used: every lane's channel is < nchannels
   std::vector<Lane> lanes;
-  std::string algorithm;         // "ring", "direct", "p2p", ... for logs and traces
+  std::string algorithm;         // "ring", "direct", "tree", "hier", "oneshot", "p2p" for logs and traces
 };
 
 // One point-to-point operation of a group, as the p2p builder sees it.

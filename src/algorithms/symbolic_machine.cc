@@ -58,7 +58,9 @@ bool needsIncoming(StepKind k) {
 bool needsOutgoing(StepKind k) {
   return k == StepKind::Send || k == StepKind::RecvReduceSend || k == StepKind::RecvCopySend;
 }
-bool reduces(StepKind k) { return k == StepKind::RecvReduce || k == StepKind::RecvReduceSend; }
+bool reduces(StepKind k) {
+  return k == StepKind::RecvReduce || k == StepKind::RecvReduceSend || k == StepKind::Reduce;
+}
 
 class Machine {
  public:
@@ -313,19 +315,25 @@ class Machine {
     uint64_t src = 0, dst = 0;
     const bool hasSrc = step.kind == StepKind::Send || step.kind == StepKind::Copy || reduces(step.kind);
     const bool hasDst = step.kind == StepKind::Recv || step.kind == StepKind::RecvReduce ||
-                        step.kind == StepKind::Copy ||
+                        step.kind == StepKind::Copy || step.kind == StepKind::Reduce ||
                         ((step.kind == StepKind::RecvReduceSend || step.kind == StepKind::RecvCopySend) &&
                          step.dst.valid());
     if (hasSrc) LOOM_TRY(resolve(ls, step.src, false, "source", &src));
     if (hasDst) LOOM_TRY(resolve(ls, step.dst, true, "destination", &dst));
     if (hasSrc && hasDst) LOOM_TRY(checkOverlap(ls, src, dst, count));
+    if (step.kind == StepKind::Reduce && src == dst) return fail(ls, "reduces elements with themselves");
     if (step.kind == StepKind::Copy && src == dst && !step.finalize) {
       // A copy onto itself (in place) changes nothing; the executor skips it.
     } else {
       for (uint64_t i = 0; i < count; ++i) {
         Value value;
         if (hasSrc) LOOM_TRY(read(ls, step.src, src, i, &value));
-        if (incoming != nullptr) {
+        if (step.kind == StepKind::Reduce) {
+          // dst = dst (op) src: the destination must already hold a partial value.
+          Value acc;
+          LOOM_TRY(read(ls, step.dst, dst, i, &acc));
+          LOOM_TRY(combine(ls, acc, value, i, &value));
+        } else if (incoming != nullptr) {
           if (reduces(step.kind)) {
             LOOM_TRY(combine(ls, incoming->data[i], value, i, &value));
           } else {

@@ -6,6 +6,7 @@
 
 #include "core/communicator.h"
 #include "core/async_engine.h"
+#include "core/device_staging.h"  // [CUDA hook, issue 8]
 #include "core/executor.h"
 #include "core/planner.h"
 #include "core/signature_check.h"
@@ -81,7 +82,7 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
 }
 
 // Runs (or queues) operations of possibly several communicators; each is locked meanwhile.
-Status runOperations(const std::vector<Operation>& ops) {
+Status runHostOperations(const std::vector<Operation>& ops) {
   std::vector<loomComm_t> comms;
   for (const Operation& op : ops)
     if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
@@ -106,6 +107,10 @@ Status runOperations(const std::vector<Operation>& ops) {
   }
   return st;
 }
+
+// [CUDA hook, issue 8] Device buffers run over pinned host copies (core/device_staging.h); without
+// CUDA, or with host buffers only, this is runHostOperations(ops).
+Status runOperations(const std::vector<Operation>& ops) { return runWithDeviceStaging(ops, runHostOperations); }
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include "base/env.h"
 #include "base/log.h"
 #include "core/communicator.h"
+#include "core/device_staging.h"  // [CUDA hook, issue 8]
 #include "kernels/cpu/float_convert.h"
 
 namespace loom {
@@ -110,6 +111,8 @@ Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, ReduceOp* out
     default: {
       const CustomRedOp& custom = comm->customOps[static_cast<size_t>(op - loomNumOps)];
       const void* scalar = custom.residence == loomScalarHostImmediate ? custom.immediate : custom.pointer;
+      alignas(8) unsigned char deviceScalar[8];  // [CUDA hook, issue 8] a scalar in device memory
+      LOOM_TRY(readScalarToHost(&scalar, dtype, deviceScalar));
       r.kind = ReduceKind::Sum;
       r.post = PostOpKind::Multiply;
       r.scalar = scalarAsDouble(scalar, dtype);

@@ -2,6 +2,7 @@
 
 #include <hwloc.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <memory>
@@ -17,15 +18,15 @@ using Bitmap = std::unique_ptr<hwloc_bitmap_s, BitmapDeleter>;
 }  // namespace
 
 std::optional<std::string> ncclMaskToCpuList(const std::string& mask) {
-  std::string hex;
+  std::string hex = "0x";
   for (char c : mask) {
     if (c == ',') continue;
     if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
     hex += c;
   }
-  if (hex.empty()) return std::nullopt;
+  if (hex.size() == 2) return std::nullopt;
   Bitmap bits(hwloc_bitmap_alloc());
-  if (!bits || hwloc_bitmap_taskset_sscanf(bits.get(), ("0x" + hex).c_str()) != 0) return std::nullopt;
+  if (!bits || hwloc_bitmap_taskset_sscanf(bits.get(), hex.c_str()) != 0) return std::nullopt;
   char* text = nullptr;
   if (hwloc_bitmap_list_asprintf(&text, bits.get()) < 0 || !text) return std::nullopt;
   std::string list(text);
@@ -39,12 +40,15 @@ std::optional<std::string> cpuListToNcclMask(const std::string& list, size_t min
   if (hwloc_bitmap_weight(bits.get()) < 0) return std::nullopt;  // infinite sets have no mask form
   char* text = nullptr;
   if (hwloc_bitmap_taskset_asprintf(&text, bits.get()) < 0 || !text) return std::nullopt;
-  std::string hex(text + 2);  // drop "0x"
+  std::string digits(text + 2);  // drop "0x"
   std::free(text);
-  hex.insert(0, (8 - hex.size() % 8) % 8, '0');
-  if (hex.size() < 8 * minWords) hex.insert(0, 8 * minWords - hex.size(), '0');
+  size_t width = std::max((digits.size() + 7) / 8, minWords) * 8;
+  std::string hex = std::string(width - digits.size(), '0') + digits;
   std::string mask;
-  for (size_t i = 0; i < hex.size(); i += 8) mask += (i ? "," : "") + hex.substr(i, 8);
+  for (size_t i = 0; i < hex.size(); i += 8) {
+    if (i) mask += ',';
+    mask.append(hex, i, 8);
+  }
   return mask;
 }
 

@@ -54,6 +54,7 @@ class HwlocImporter {
       : topo_(topo), options_(options), g_(graph) {}
 
   Status run() {
+    if (g_->hostName.empty()) g_->hostName = info(hwloc_get_root_obj(topo_), "HostName");
     addCpus();
     for (hwloc_obj_t os = nullptr; (os = hwloc_get_next_osdev(topo_, os)) != nullptr;)
       if (isCudaOsdev(os)) haveCudaOsdevs_ = true;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <memory>
 
@@ -47,6 +48,20 @@ bool bind(void* lib, const char* name, F* fn) {
 
 std::string busIdOf(const nvmlPciInfo_t& pci) {
   return normalizeBusId(pci.busId).value_or(normalizeBusId(pci.busIdLegacy).value_or(""));
+}
+
+// What is at the far end of an NVLink that is not one of the graph's GPUs, the way NCCL tells: the PCI
+// class in sysfs (NVSwitch 0x068000, a GPU 0x03xxxx, else a CPU bridge such as IBM's 0x0680xx), or the
+// vendor when sysfs does not say.
+enum class Remote { Gpu, NvSwitch, Cpu };
+Remote classifyRemote(const std::string& busId, unsigned pciDeviceId) {
+  std::ifstream file("/sys/bus/pci/devices/" + busId + "/class");
+  unsigned long pciClass = 0;
+  if (file >> std::hex >> pciClass) {
+    if ((pciClass >> 16) == 0x03) return Remote::Gpu;
+    return pciClass == 0x068000 ? Remote::NvSwitch : Remote::Cpu;
+  }
+  return (pciDeviceId & 0xffff) == kNvidiaVendor ? Remote::NvSwitch : Remote::Cpu;
 }
 
 int fabricNode(SystemGraph* graph, const std::string& busId) {
@@ -109,10 +124,14 @@ Status addNvmlLinks(SystemGraph* graph) {
       int peer = graph->findByBusId(remoteBus);
       if (peer >= 0 && graph->node(peer).kind == NodeKind::Gpu) {
         if (peer > gpu) ++linksTo[peer];
-      } else if ((remote.pciDeviceId & 0xffff) == kNvidiaVendor) {
-        ++linksTo[fabricNode(graph, remoteBus)];
-      } else if (graph->node(gpu).cpu >= 0) {
-        ++linksTo[graph->node(gpu).cpu];  // NVLink to the CPU (POWER9, Grace)
+        continue;
+      }
+      switch (classifyRemote(remoteBus, remote.pciDeviceId)) {
+        case Remote::Gpu: break;  // a GPU hwloc did not list: nothing to connect to
+        case Remote::NvSwitch: ++linksTo[fabricNode(graph, remoteBus)]; break;
+        case Remote::Cpu:  // NVLink to the CPU (POWER9)
+          if (graph->node(gpu).cpu >= 0) ++linksTo[graph->node(gpu).cpu];
+          break;
       }
     }
     for (auto [peer, links] : linksTo) graph->addOrWidenLink(gpu, peer, LinkKind::NvLink, links * perLink, links);

@@ -1,6 +1,7 @@
 #include "topology/paths.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 
 namespace loom {

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "check.h"
+#include "device_buffers.h"
 #include "element_codec.h"
 #include "loom_error.h"
 #include "report.h"
@@ -101,7 +102,8 @@ class RankBenchmark {
         rank_(rank),
         nranks_(nranks),
         send_(allocateTouched(options.maxBytes)),
-        recv_(allocateTouched(options.maxBytes)) {}
+        recv_(allocateTouched(options.maxBytes)),
+        device_(options.cudaDevice, options.maxBytes, rank, send_.get(), recv_.get()) {}
 
   int64_t run() {
     const std::vector<int> testRoots = roots();  // rejects a bad -r before any output
@@ -157,7 +159,8 @@ class RankBenchmark {
         inPlace ? recv_.get() + t.layout.recvInplaceOffset * rank_ * elt : recv_.get(),
         t.layout.recvCount,
     };
-    const OpCall call{buffers.send, buffers.recv, t.type, t.loomOp, t.view, comm_};
+    const BufferView onDevice = device_.map(buffers);  // -G cuda; else the host buffers
+    const OpCall call{onDevice.send, onDevice.recv, t.type, t.loomOp, t.view, comm_};
     auto runOnce = [&] { check(coll_.run(call), coll_.apiName, comm_); };
     auto iteration = [&] {
       if (o_.aggIters == 1) return runOnce();
@@ -167,6 +170,7 @@ class RankBenchmark {
     };
 
     prepareBuffers(t.type, *t.pattern, t.view, buffers);  // keeps timed arithmetic on finite values
+    device_.upload(buffers, elt);
     for (int i = 0; i < o_.warmupIters; ++i) iteration();
     barrier();
     const auto start = std::chrono::steady_clock::now();
@@ -182,7 +186,9 @@ class RankBenchmark {
       uint64_t local = 0;
       for (int c = 0; c < o_.checkIters; ++c) {
         prepareBuffers(t.type, *t.pattern, t.view, buffers);
+        device_.upload(buffers, elt);
         runOnce();
+        device_.download(buffers, elt);
         local += countWrong(coll_, t.type, *t.pattern, t.view, buffers);
       }
       wrong = sumAcrossRanks(static_cast<int64_t>(local));
@@ -218,8 +224,8 @@ class RankBenchmark {
     char host[128] = "?";
     gethostname(host, sizeof host - 1);
     const std::string line =
-        fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} device cpu [tid {}] host memory", rank_, 0,
-                    getpid(), host, static_cast<long>(syscall(SYS_gettid)));
+        fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} device {} [tid {}] {}", rank_, 0, getpid(), host,
+                    device_.enabled() ? "cuda" : "cpu", static_cast<long>(syscall(SYS_gettid)), device_.describe());
     std::vector<char> mine(kRankLineBytes, '\0');
     std::memcpy(mine.data(), line.data(), std::min(line.size(), kRankLineBytes - 1));
     std::vector<char> all(kRankLineBytes * nranks_, '\0');
@@ -237,6 +243,7 @@ class RankBenchmark {
   int nranks_;
   HostBuffer send_;
   HostBuffer recv_;
+  DeviceBuffers device_;
   int32_t barrierWord_ = 0;
   int64_t wrong_ = 0;
 };

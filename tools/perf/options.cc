@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include "device_buffers.h"
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdlib>
@@ -105,6 +107,9 @@ Options parseOptions(int argc, char** argv) {
                  "Fail after this many seconds (whole run, and each Loom operation); 0: no limit")
       ->check(CLI::NonNegativeNumber);
   app.add_option("-J,--json,--output_file", o.jsonFile, "Write the result rows as JSON to this file");
+  std::string device = "host";
+  app.add_option("-G,--device", device, "Buffer memory: host (default) or cuda (cudaMalloc, GPU rank % count)")
+      ->check(CLI::IsMember({"host", "cuda"}));
 
   try {
     app.parse(normalizedArgs(argc, argv));
@@ -126,6 +131,11 @@ Options parseOptions(int argc, char** argv) {
   else
     o.root = std::atoi(rootName.c_str());
   o.average = static_cast<Average>(average);
+  o.cudaDevice = device == "cuda";
+  if (o.cudaDevice && !cudaBuild()) {
+    std::cerr << program << ": -G cuda: this loom-perf was built without CUDA\n";
+    std::exit(2);
+  }
   if (o.maxBytes < o.minBytes) {
     std::cerr << program << ": maxbytes (" << o.maxBytes << ") is smaller than minbytes (" << o.minBytes
               << ")\n";

@@ -33,6 +33,7 @@ struct Options {
   int nprocs = 1;    // -np: forked local processes (1: run in this process)
   int nthreads = 1;  // -t: rank threads per process
   int timeoutSec = 0;
+  bool cudaDevice = false;  // -G cuda: buffers in CUDA device memory (device_buffers.h)
   std::string jsonFile;
   std::string commandLine;  // as typed, for the report
 };

@@ -1,6 +1,7 @@
 // Branchless float32 <-> narrow-float conversions. They are inline and free of branches so that the
 // reduce kernels' block loops vectorize (every case is computed and the right one selected); the
-// out-of-line functions of float_convert.h are thin wrappers around them, so both agree bit for bit.
+// out-of-line functions of float_convert.h are thin wrappers around them, so both agree bit for bit
+// (half blocks use F16C where present, see half_block.h, with the same results).
 //
 // NaN rule: encoding turns every NaN into the format's canonical NaN, 0x7fff (half, bfloat16) or 0x7f
 // (both fp8), sign and payload dropped, as CUDA's conversions do (cuda_fp16.h, cuda_bf16.h and
@@ -12,14 +13,13 @@
 // not depend on the FPU's rounding mode or on flush-to-zero/denormals-are-zero settings.
 #pragma once
 
-#include <array>
 #include <bit>
 #include <cstdint>
 
 namespace loom::fp {
 
-constexpr uint32_t bitsOf(float f) { return std::bit_cast<uint32_t>(f); }
-constexpr float floatOf(uint32_t u) { return std::bit_cast<float>(u); }
+inline uint32_t bitsOf(float f) { return std::bit_cast<uint32_t>(f); }
+inline float floatOf(uint32_t u) { return std::bit_cast<float>(u); }
 
 inline constexpr uint32_t kFloatInf = 0x7f800000u;
 inline constexpr uint32_t kFloatQuiet = 0x00400000u;
@@ -64,7 +64,7 @@ inline uint32_t roundMagnitude(uint32_t absBits) {
 // Decodes a narrow value (low kExp+kMant+1 bits of v). kIeeeSpecials: the top exponent means inf/NaN
 // (half, e5m2); otherwise only the all-ones pattern is NaN and the top exponent is normal (e4m3 "fn").
 template <class F, bool kIeeeSpecials>
-constexpr float narrowToFloat(uint32_t v) {
+inline float narrowToFloat(uint32_t v) {
   const uint32_t sign = ((v >> F::kSignShift) & 1u) << 31;
   const uint32_t mant = v & F::kMantMask;
   const uint32_t exp = (v >> F::kMantBits) & F::kExpMax;
@@ -86,19 +86,9 @@ constexpr float narrowToFloat(uint32_t v) {
   return floatOf(sign | bits);
 }
 
-// fp8 decodes through a table built at compile time: one load per value beats the arithmetic.
-template <class F, bool kIeeeSpecials>
-struct Fp8Table {
-  static constexpr std::array<float, 256> kValues = [] {
-    std::array<float, 256> values{};
-    for (uint32_t v = 0; v < 256; ++v) values[v] = narrowToFloat<F, kIeeeSpecials>(v);
-    return values;
-  }();
-};
-
 inline float halfToFloatInline(uint16_t h) { return narrowToFloat<HalfFormat, true>(h); }
-inline float fp8e4m3ToFloatInline(uint8_t v) { return Fp8Table<E4m3Format, false>::kValues[v]; }
-inline float fp8e5m2ToFloatInline(uint8_t v) { return Fp8Table<E5m2Format, true>::kValues[v]; }
+inline float fp8e4m3ToFloatInline(uint8_t v) { return narrowToFloat<E4m3Format, false>(v); }
+inline float fp8e5m2ToFloatInline(uint8_t v) { return narrowToFloat<E5m2Format, true>(v); }
 
 inline float bfloat16ToFloatInline(uint16_t b) {
   const uint32_t bits = uint32_t(b) << 16;

@@ -57,8 +57,12 @@ __attribute__((target("avx,f16c"))) void floatToHalfBlockF16c(const float* in, u
 #else
 
 bool cpuHasF16c() { return false; }
-void halfToFloatBlockF16c(const uint16_t* src, float* out, size_t count) { halfToFloatBlockPortable(src, out, count); }
-void floatToHalfBlockF16c(const float* in, uint16_t* dst, size_t count) { floatToHalfBlockPortable(in, dst, count); }
+void halfToFloatBlockF16c(const uint16_t* src, float* out, size_t count) {
+  halfToFloatBlockPortable(src, out, count);
+}
+void floatToHalfBlockF16c(const float* in, uint16_t* dst, size_t count) {
+  floatToHalfBlockPortable(in, dst, count);
+}
 
 #endif
 

@@ -36,60 +36,70 @@ using WrapType = typename WrapTypeOf<T>::type;
 
 template <class T>
 struct SumOp {
-  T operator()(T x, T y) const {
-    if constexpr (std::is_integral_v<T>) return T(WrapType<T>(x) + WrapType<T>(y));
-    else return x + y;
-  }
+  T operator()(T x, T y) const { return T(WrapType<T>(x) + WrapType<T>(y)); }
 };
 
 template <class T>
 struct ProdOp {
-  T operator()(T x, T y) const {
-    if constexpr (std::is_integral_v<T>) return T(WrapType<T>(x) * WrapType<T>(y));
-    else return x * y;
-  }
+  T operator()(T x, T y) const { return T(WrapType<T>(x) * WrapType<T>(y)); }
 };
 
-// Max/Min propagate NaN: a comparison with NaN is false, so the `x != x` test returns x when x is the
-// NaN and the fallback returns y when y is. Written as selects so it vectorizes (unlike std::fmax,
-// which also drops NaN instead of propagating it).
+template <class T>
+inline bool isNan(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return x != x;
+  } else {
+    return false;
+  }
+}
+
+// Max/Min propagate NaN: a comparison with NaN is false, so the isNan test returns x when x is the NaN
+// and the fallback returns y when y is. Written as selects so it vectorizes (std::fmax would also drop
+// the NaN instead of propagating it).
 template <class T>
 struct MaxOp {
-  T operator()(T x, T y) const {
-    if constexpr (std::is_integral_v<T>) return x > y ? x : y;
-    else return (x > y || x != x) ? x : y;
-  }
+  T operator()(T x, T y) const { return (x > y || isNan(x)) ? x : y; }
 };
 
 template <class T>
 struct MinOp {
-  T operator()(T x, T y) const {
-    if constexpr (std::is_integral_v<T>) return x < y ? x : y;
-    else return (x < y || x != x) ? x : y;
-  }
+  T operator()(T x, T y) const { return (x < y || isNan(x)) ? x : y; }
 };
 
 // Avg's post-operation. Floats divide (not multiply by a reciprocal, which rounds twice). Integers take
 // the quotient truncated toward zero; a zero divisor is treated as 1 and a signed one is clamped to the
 // int64 range, only so that no input can reach undefined behaviour.
+//
+// Integers of up to 32 bits divide in double, because x86 has no vector integer division and a scalar
+// one costs tens of cycles. It is exact: with |x| < 2^32, an inexact x/d lies at least 1/d below the next
+// integer k (relatively at least 1/(d*k) >= 2^-33 when x >= d, and x/d < 1 otherwise), far more than
+// the 2^-53 a double rounding moves it, so truncating the rounded quotient gives the true one. A
+// divisor past 2^53 rounds, but then the quotient is below 1 either way.
 template <class T>
 struct DivideBy {
+  static constexpr bool kViaDouble = std::is_integral_v<T> && sizeof(T) <= 4;
+  // Wide integers divide in int64/uint64, which hold their quotients exactly.
+  using Divisor = std::conditional_t<std::is_floating_point_v<T> || kViaDouble,
+                                     std::conditional_t<std::is_same_v<T, float>, float, double>,
+                                     std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+  // The truncating conversion back: int32 where every quotient fits (it vectorizes without AVX-512).
+  using Quotient = std::conditional_t<std::is_same_v<T, uint32_t>, int64_t, int32_t>;
+
   explicit DivideBy(uint64_t divisor) {
     divisor = std::max<uint64_t>(divisor, 1);
-    if constexpr (std::is_floating_point_v<T>) {
-      d = T(divisor);
-    } else if constexpr (std::is_signed_v<T>) {
-      d = int64_t(std::min<uint64_t>(divisor, std::numeric_limits<int64_t>::max()));
-    } else {
-      d = divisor;
+    if constexpr (std::is_signed_v<T> && !kViaDouble) {
+      divisor = std::min<uint64_t>(divisor, std::numeric_limits<int64_t>::max());
     }
+    d = Divisor(divisor);
   }
   T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return x / d;
-    else if constexpr (std::is_signed_v<T>) return T(int64_t(x) / d);
-    else return T(uint64_t(x) / d);
+    if constexpr (kViaDouble) {
+      return T(Quotient(double(x) / d));
+    } else {
+      return T(Divisor(x) / d);
+    }
   }
-  std::conditional_t<std::is_floating_point_v<T>, T, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>> d;
+  Divisor d;
 };
 
 // PreMulSum's post-operation: float32 (and the narrow floats, computed in float32) multiply by the scalar
@@ -97,13 +107,13 @@ struct DivideBy {
 template <class T>
 struct MultiplyBy {
   explicit MultiplyBy(const ReduceOp& op) {
-    if constexpr (std::is_floating_point_v<T>) s = T(op.scalar);
-    else s = WrapType<T>(op.intScalar);
+    if constexpr (std::is_floating_point_v<T>) {
+      s = T(op.scalar);
+    } else {
+      s = WrapType<T>(op.intScalar);
+    }
   }
-  T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return x * s;
-    else return T(WrapType<T>(x) * s);
-  }
+  T operator()(T x) const { return T(WrapType<T>(x) * s); }
   WrapType<T> s;
 };
 

@@ -1,0 +1,140 @@
+#include "backend.h"
+
+#include <dlfcn.h>
+
+#include <c10/util/Exception.h>
+
+#include "loom_error.h"
+
+namespace loomtorch {
+
+namespace {
+// Loom's groups are per thread: while one process group coalesces on this thread, an operation of
+// another would silently join its Loom group.
+thread_local const LoomBackend* tlsCoalescing = nullptr;
+}  // namespace
+
+void grouped(const std::function<void()>& calls) {
+  checkCall(loomGroupStart(), "loomGroupStart");
+  try {
+    calls();
+  } catch (...) {
+    loomGroupEnd();
+    throw;
+  }
+  checkCall(loomGroupEnd(), "loomGroupEnd");
+}
+
+LoomBackend::LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout, const std::string& groupName)
+    : c10d::Backend(rank, size),
+      comm_(std::make_shared<Comm>(store, rank, size, timeout, "torch:" + groupName)),
+      completer_(std::make_unique<Completer>(comm_)) {
+  init();
+}
+
+LoomBackend::~LoomBackend() { shutdown(); }
+
+void LoomBackend::shutdown() {
+  completer_->stop(false);  // completes the queued works first
+  comm_->close(false);
+}
+
+void LoomBackend::abort() {
+  completer_->stop(true);
+  comm_->close(true);
+}
+
+int LoomBackend::checkRoot(int64_t root, const char* what) const {
+  // Loom itself refuses a bad root with its own message; this only keeps the int conversion exact.
+  TORCH_CHECK(root >= INT32_MIN && root <= INT32_MAX, "Loom ", what, ": root ", root, " is out of range");
+  return static_cast<int>(root);
+}
+
+c10::intrusive_ptr<c10d::Work> LoomBackend::issue(Op op, const Calls& calls) {
+  std::lock_guard<std::mutex> lock(issueMutex_);
+  TORCH_CHECK(tlsCoalescing == nullptr || tlsCoalescing == this,
+              "Loom: another process group is coalescing operations on this thread");
+  loomComm_t comm = comm_->get();
+  uint64_t before = comm_->lastOpId();
+  calls(comm, op.redOps);
+  auto timeout = op.timeout == c10d::kUnsetTimeout ? comm_->timeout() : op.timeout;
+  auto work = c10::make_intrusive<LoomWork>(comm_, op.type, timeout, std::move(op.outputs),
+                                            op.staging.takeKeepAlive(), op.staging.takeCopyBack());
+  if (coalescing_) {
+    coalesced_.push_back(work);  // its op id is known at endCoalescing
+    coalescedRedOps_.append(std::move(op.redOps));
+    return work;
+  }
+  op.redOps.release();
+  uint64_t after = comm_->lastOpId();
+  if (after == before) {
+    work->complete(nullptr);  // nothing was queued (no Loom call was needed)
+  } else {
+    work->assignOpId(after);
+    completer_->push(work);
+  }
+  return work;
+}
+
+void LoomBackend::startCoalescing() {
+  std::lock_guard<std::mutex> lock(issueMutex_);
+  TORCH_CHECK(!coalescing_, "Loom: startCoalescing while already coalescing");
+  TORCH_CHECK(tlsCoalescing == nullptr, "Loom: another process group is coalescing operations on this thread");
+  comm_->get();
+  checkCall(loomGroupStart(), "loomGroupStart");
+  coalescing_ = true;
+  tlsCoalescing = this;
+}
+
+c10::intrusive_ptr<c10d::Work> LoomBackend::endCoalescing() {
+  std::lock_guard<std::mutex> lock(issueMutex_);
+  TORCH_CHECK(coalescing_, "Loom: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  tlsCoalescing = nullptr;
+  std::vector<c10::intrusive_ptr<LoomWork>> works;
+  works.swap(coalesced_);
+  RedOps redOps = std::move(coalescedRedOps_);
+  std::vector<at::Tensor> outputs;
+  for (const auto& w : works) outputs.insert(outputs.end(), w->outputs().begin(), w->outputs().end());
+  auto all = c10::make_intrusive<LoomWork>(comm_, c10d::OpType::COALESCED, comm_->timeout(), std::move(outputs),
+                                           std::vector<at::Tensor>{}, nullptr);
+  for (const auto& w : works) all->addChild(w);
+  uint64_t before = comm_->lastOpId();
+  loomResult_t r = loomGroupEnd();
+  redOps.release();
+  if (r != loomSuccess) {
+    auto error = loomError(r, "loomGroupEnd", loomGetLastError(nullptr));
+    all->complete(error);
+    std::rethrow_exception(error);
+  }
+  uint64_t after = comm_->lastOpId();
+  if (after == before && works.empty()) {
+    all->complete(nullptr);
+    return all;
+  }
+  for (const auto& w : works) {
+    w->assignOpId(after);
+    completer_->push(w);
+  }
+  all->assignOpId(after);
+  completer_->push(all);
+  return all;
+}
+
+c10::intrusive_ptr<c10d::Work> LoomBackend::barrier(const c10d::BarrierOptions& opts) {
+  // A one-byte allreduce: on a Loom communicator it starts after everything issued before it.
+  Op op{c10d::OpType::BARRIER, opts.timeout, {}, {}, {}};
+  at::Tensor token = op.staging.input(at::zeros({1}, at::kByte));
+  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
+    checkCall(loomAllReduce(token.data_ptr(), token.data_ptr(), 1, loomUint8, loomSum, comm, nullptr), "barrier");
+  });
+}
+
+std::string LoomBackend::libraryPath() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&loomGetVersion), &info) && info.dli_fname) return info.dli_fname;
+  return "";
+}
+
+}  // namespace loomtorch

@@ -1,0 +1,100 @@
+// c10d::Backend for Loom: every operation is queued on a nonblocking Loom communicator and
+// returns a LoomWork at once; a Completer completes the Works (and their futures) in order.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include "comm.h"
+#include "completer.h"
+#include "dtype_map.h"
+#include "staging.h"
+#include "work.h"
+
+namespace loomtorch {
+
+class LoomBackend : public c10d::Backend {
+ public:
+  LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+              const std::string& groupName);
+  ~LoomBackend() override;
+
+  const std::string getBackendName() const override { return "loom"; }
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  void shutdown() override;
+  void abort() override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // The library file behind this extension's Loom calls (for the ctypes binding and diagnostics).
+  static std::string libraryPath();
+
+ private:
+  // One operation as the Work sees it.
+  struct Op {
+    c10d::OpType type;
+    std::chrono::milliseconds timeout;  // kUnsetTimeout: the group's
+    std::vector<at::Tensor> outputs;    // the future's value
+    Staging staging;
+    RedOps redOps;
+  };
+  // Runs `calls` (Loom calls on the communicator; several go inside one Loom group) and returns
+  // the Work that completes with them.
+  using Calls = std::function<void(loomComm_t comm, RedOps& redOps)>;
+  c10::intrusive_ptr<c10d::Work> issue(Op op, const Calls& calls);
+  int checkRoot(int64_t root, const char* what) const;
+
+  std::shared_ptr<Comm> comm_;
+  std::unique_ptr<Completer> completer_;
+  std::mutex issueMutex_;  // issue order = Loom's op id order = completion order
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<LoomWork>> coalesced_;
+  RedOps coalescedRedOps_;
+};
+
+// Runs Loom calls as one Loom group: loomGroupEnd runs even when a call throws.
+void grouped(const std::function<void()>& calls);
+
+}  // namespace loomtorch

@@ -1,0 +1,78 @@
+#include "completer.h"
+
+#include <c10/util/Exception.h>
+
+#include "loom_error.h"
+
+namespace loomtorch {
+
+namespace {
+constexpr int64_t kPollMs = 100;  // loomCommWaitOp wakes on completion; this only bounds stop latency
+}
+
+Completer::Completer(std::shared_ptr<Comm> comm) : comm_(std::move(comm)), thread_([this] { run(); }) {}
+
+Completer::~Completer() { stop(false); }
+
+void Completer::push(c10::intrusive_ptr<LoomWork> work) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(work));
+  }
+  changed_.notify_all();
+}
+
+void Completer::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return queue_.empty() || !thread_.joinable(); });
+}
+
+void Completer::stop(bool abort) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    aborting_ = aborting_ || abort;
+  }
+  changed_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void Completer::run() {
+  for (;;) {
+    c10::intrusive_ptr<LoomWork> work;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      work = queue_.front();
+    }
+    std::exception_ptr error;
+    for (;;) {
+      bool abort;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        abort = aborting_;
+      }
+      if (abort) {
+        error = loomError(loomRemoteError, "operation", "process group '" + comm_->name() + "' was aborted");
+        break;
+      }
+      try {
+        loomResult_t r = comm_->waitOp(work->opId(), kPollMs);
+        if (r == loomInProgress) continue;
+        if (r != loomSuccess) error = commError(r, "operation " + std::to_string(work->opId()), comm_->get());
+      } catch (...) {
+        error = std::current_exception();
+      }
+      break;
+    }
+    work->complete(error);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.pop_front();
+    }
+    changed_.notify_all();
+  }
+}
+
+}  // namespace loomtorch

@@ -1,0 +1,36 @@
+// Buffers Loom can use for torch tensors: Loom wants one contiguous buffer per argument, so
+// non-contiguous tensors and tensor lists get a contiguous stand-in, copied in when the call is
+// issued and copied back when the operation completed.
+#pragma once
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+namespace loomtorch {
+
+class Staging {
+ public:
+  // Loom reads t.
+  at::Tensor input(const at::Tensor& t);
+  // Loom writes t.
+  at::Tensor output(const at::Tensor& t);
+  // Loom reads and writes t (in-place collectives).
+  at::Tensor inOut(const at::Tensor& t);
+  // Loom reads the tensors of `list` back to back.
+  at::Tensor inputList(const std::vector<at::Tensor>& list);
+  // Loom writes the tensors of `list` back to back.
+  at::Tensor outputList(const std::vector<at::Tensor>& list);
+
+  // What the Work keeps alive, and the copies it runs when the operation succeeded.
+  std::vector<at::Tensor> takeKeepAlive() { return std::move(keepAlive_); }
+  std::function<void()> takeCopyBack();
+
+ private:
+  std::vector<at::Tensor> keepAlive_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies_;  // (user tensor, Loom's buffer)
+};
+
+}  // namespace loomtorch

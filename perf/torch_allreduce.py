@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""dist.all_reduce on CPU tensors: Loom vs Gloo, one process group of each in the same processes.
+
+    python3 perf/torch_allreduce.py                     # 2 local ranks, 8 B .. 256 MiB
+    python3 perf/torch_allreduce.py -np 4 -e 64M --json out.json
+    torchrun --nproc_per_node 2 perf/torch_allreduce.py # or any launcher that sets env://
+
+Prints, per message size, the mean time of one all_reduce (the slowest rank's), the algorithm
+bandwidth (bytes / time) of each backend, and gloo_time / loom_time. A benchmark, not a test.
+"""
+import argparse
+import json
+import os
+import socket
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().rstrip("B")
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
+def human(nbytes):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= div:
+            return f"{nbytes / div:g} {unit}"
+    return f"{nbytes} B"
+
+
+def time_allreduce(tensor, group, iters, warmup):
+    for _ in range(warmup):
+        dist.all_reduce(tensor, group=group)
+    dist.barrier(group=group)
+    start = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(tensor, group=group)
+    elapsed = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)  # the slowest rank's time
+    return elapsed.item()
+
+
+def iterations(nbytes, args):
+    # About --budget seconds per size and backend at 1 GB/s, within [3, --iters].
+    return max(3, min(args.iters, int(args.budget * 1e9 / max(nbytes, 1))))
+
+
+def benchmark(args):
+    torch.set_num_threads(1)
+    rank = dist.get_rank()
+    gloo = dist.new_group(backend="gloo")
+    dtype = getattr(torch, args.dtype)
+    elem = torch.tensor([], dtype=dtype).element_size()
+    rows = []
+    size = args.min_bytes
+    while size <= args.max_bytes:
+        count = max(1, size // elem)
+        n = iterations(size, args)
+        warm = max(1, n // 5)
+        t_loom = time_allreduce(torch.ones(count, dtype=dtype), None, n, warm)
+        t_gloo = time_allreduce(torch.ones(count, dtype=dtype), gloo, n, warm)
+        rows.append({"bytes": count * elem, "iters": n, "loom_us": t_loom * 1e6, "gloo_us": t_gloo * 1e6,
+                     "loom_GBps": count * elem / t_loom / 1e9, "gloo_GBps": count * elem / t_gloo / 1e9,
+                     "ratio": t_gloo / t_loom})
+        if rank == 0:
+            r = rows[-1]
+            print(f"{human(r['bytes']):>10} {r['iters']:>6} {r['loom_us']:>12.1f} {r['gloo_us']:>12.1f} "
+                  f"{r['loom_GBps']:>10.3f} {r['gloo_GBps']:>10.3f} {r['ratio']:>8.2f}", flush=True)
+        size *= args.step
+    return rows
+
+
+def header(args, world):
+    print(f"# dist.all_reduce, {args.dtype}, sum, CPU tensors, {world} ranks, torch {torch.__version__}")
+    print(f"{'size':>10} {'iters':>6} {'loom us':>12} {'gloo us':>12} {'loom GB/s':>10} {'gloo GB/s':>10} "
+          f"{'gloo/loom':>8}", flush=True)
+
+
+def run(rank, world, port, args):
+    import loom.torch  # noqa: F401 - registers the backend
+
+    dist.init_process_group("loom", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    main_body(args)
+
+
+def main_body(args):
+    if dist.get_rank() == 0:
+        header(args, dist.get_world_size())
+    rows = benchmark(args)
+    if dist.get_rank() == 0 and args.json:
+        with open(args.json, "w") as f:
+            json.dump({"world_size": dist.get_world_size(), "dtype": args.dtype, "torch": torch.__version__,
+                       "rows": rows}, f, indent=1)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-np", "--nproc", type=int, default=2, help="local ranks to spawn (ignored under a launcher)")
+    p.add_argument("-b", "--min-bytes", type=parse_size, default=8)
+    p.add_argument("-e", "--max-bytes", type=parse_size, default=256 << 20)
+    p.add_argument("-f", "--step", type=int, default=2, help="size multiplier between rows")
+    p.add_argument("--iters", type=int, default=200, help="most timed iterations per size")
+    p.add_argument("--budget", type=float, default=0.2, help="rough seconds per size and backend")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--json", help="also write the rows here")
+    args = p.parse_args()
+    if "RANK" in os.environ:  # torchrun and friends
+        import loom.torch  # noqa: F401
+
+        dist.init_process_group("loom")
+        main_body(args)
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(run, args=(args.nproc, port, args), nprocs=args.nproc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+#include "algorithms/machine_model.h"
+
+#include <algorithm>
+
+#include "topology/graph.h"
+#include "topology/search.h"
+
+namespace loom {
+
+int MachineModel::symmetryShift() const {
+  const int k = ranksInNode();
+  if (k >= nranks) return 1;
+  return nranks % k == 0 ? k : nranks;
+}
+
+Status MachineModel::validate() const {
+  if (nranks < 1) return invalidArgument("machine: nranks {} must be at least 1", nranks);
+  if (ranksPerNode < 0) return invalidArgument("machine: ranksPerNode {} must not be negative", ranksPerNode);
+  if (!(intraGbs > 0) || !(nicGbs > 0))
+    return invalidArgument("machine: bandwidths must be positive (intra {} GB/s, NIC {} GB/s)", intraGbs, nicGbs);
+  if (nicsPerNode < 1) return invalidArgument("machine: nicsPerNode {} must be at least 1", nicsPerNode);
+  if (!(intraLatencyUs >= 0) || !(netLatencyUs >= 0) || !(stepUs >= 0) || !(copyGbs >= 0))
+    return invalidArgument("machine: latencies, step time and copy rate must not be negative");
+  if (fifoSlots < 1) return invalidArgument("machine: fifoSlots {} must be at least 1", fifoSlots);
+  return Status::Ok();
+}
+
+MachineModel defaultMachine(int nranks, int ranksPerNode) {
+  MachineModel m;
+  m.nranks = nranks;
+  m.ranksPerNode = ranksPerNode;
+  return m;
+}
+
+Status applyTopology(const SystemGraph& graph, MachineModel* machine) {
+  GpuChannels channels;
+  if (graph.gpuCount() > 1) {
+    LOOM_TRY(searchChannels(graph, {}, &channels));
+    if (channels.ringBusGbs > 0) machine->intraGbs = channels.ringBusGbs;
+  }
+  if (machine->nicsPerNode <= 0 && graph.nicCount() > 0) machine->nicsPerNode = graph.nicCount();
+  if (machine->nicGbs <= 0) {
+    double best = 0;
+    for (int id : graph.nics()) best = std::max(best, graph.node(id).speedGbs);
+    if (best > 0) machine->nicGbs = best;
+  }
+  return Status::Ok();
+}
+
+}  // namespace loom

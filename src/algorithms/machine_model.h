@@ -1,0 +1,50 @@
+// The machine the cost model times plans on: ranks grouped contiguously into nodes, every rank with a
+// port into its node's fabric (NVSwitch-like: per rank and direction, any pair of ranks at that rate),
+// every node with NICs that the ranks share by rail (local index), a latency per hop, and the
+// executor's cost per step. Defaults are configured values for host memory over shared memory (intra)
+// and TCP (inter); the core or loom-sim overwrite them from the topology, measurements or flags.
+#pragma once
+
+#include <cstdint>
+
+#include "base/status.h"
+
+namespace loom {
+
+class SystemGraph;
+
+struct MachineModel {
+  int nranks = 1;
+  int ranksPerNode = 0;          // ranks of node i are i*ranksPerNode .. ; 0 (or >= nranks): one node
+  double intraGbs = 20.0;        // per rank and direction into the node's fabric (GB/s = 1e9 bytes/s)
+  double intraLatencyUs = 1.0;   // one message between ranks of one node
+  int nicsPerNode = 1;
+  double nicGbs = 12.5;          // per NIC and direction
+  double netLatencyUs = 10.0;    // one message between nodes
+  double stepUs = 0.2;           // executor time per step; a rank's steps run one at a time
+  double copyGbs = 0.0;          // a rank's rate for the bytes of each step it executes; 0: free
+  int fifoSlots = 4;             // messages in flight per connection (transport slots)
+
+  int ranksInNode() const { return ranksPerNode <= 0 || ranksPerNode > nranks ? nranks : ranksPerNode; }
+  int nodes() const { return (nranks + ranksInNode() - 1) / ranksInNode(); }
+  int nodeOf(int rank) const { return rank / ranksInNode(); }
+  int localOf(int rank) const { return rank % ranksInNode(); }
+  // The NIC (0..nicsPerNode-1) a rank's inter-node traffic uses: NICs serve contiguous local ranks.
+  int nicOf(int rank) const { return static_cast<int>(static_cast<int64_t>(localOf(rank)) * nicsPerNode / ranksInNode()); }
+  bool sameNode(int a, int b) const { return nodeOf(a) == nodeOf(b); }
+  // Shifting every rank by this many maps the machine onto itself (all ranks of one node are alike,
+  // and so are all nodes when they are full); nranks when no shift does.
+  int symmetryShift() const;
+
+  Status validate() const;
+};
+
+// Configured defaults for nranks ranks, ranksPerNode per node (0: unknown, one node).
+MachineModel defaultMachine(int nranks, int ranksPerNode);
+
+// Refines a machine from one host's topology: the intra-node rate becomes the bus bandwidth of the
+// channels the topology search finds (nccl-tests' ring allreduce busbw), and NICs come from the graph
+// where the machine has none configured by the caller (nicsPerNode <= 0, nicGbs <= 0).
+Status applyTopology(const SystemGraph& graph, MachineModel* machine);
+
+}  // namespace loom

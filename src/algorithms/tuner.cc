@@ -1,0 +1,211 @@
+#include "algorithms/tuner.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "algorithms/rail_rings.h"
+
+namespace loom {
+namespace {
+
+// A candidate must be this much faster than the best so far to replace it, so that near ties keep the
+// earlier (simpler) choice; searches along channels and chunk sizes stop once this much worse.
+constexpr double kBetter = 0.999;
+constexpr double kGiveUp = 1.05;
+constexpr uint64_t kSmallestChunkBytes = 4096;
+constexpr int kChunkCandidates = 4;  // slot, slot/4, slot/16, slot/64
+
+bool applies(Algorithm algo, Collective coll) {
+  const bool personalized = coll == Collective::AlltoAll || coll == Collective::Gather || coll == Collective::Scatter;
+  switch (algo) {
+    case Algorithm::Ring: return !personalized;  // its plans for those are the direct ones
+    case Algorithm::Direct: return true;
+    case Algorithm::Tree: return coll == Collective::AllReduce || coll == Collective::Reduce || coll == Collective::Broadcast;
+    case Algorithm::Hierarchical:
+    case Algorithm::OneShot: return coll == Collective::AllReduce;
+  }
+  return false;
+}
+
+std::vector<uint64_t> chunkCandidates(const TuneRequest& req) {
+  const uint64_t slot = std::max<uint64_t>(req.slotBytes, req.elemSize);
+  if (req.forcedChunkBytes > 0)
+    return {std::clamp<uint64_t>(req.forcedChunkBytes, req.elemSize, slot) / req.elemSize};
+  std::vector<uint64_t> chunks;
+  uint64_t bytes = slot;
+  for (int i = 0; i < kChunkCandidates; ++i, bytes /= 4) {
+    if (i > 0 && bytes < std::max<uint64_t>(kSmallestChunkBytes, req.elemSize)) break;
+    chunks.push_back(bytes / req.elemSize);
+  }
+  return chunks;
+}
+
+std::vector<int> channelCandidates(const TuneRequest& req) {
+  const int most = std::max(1, req.maxChannels);
+  if (req.forcedChannels > 0) return {std::clamp(req.forcedChannels, 1, most)};
+  std::vector<int> channels;
+  for (int c = 1; c < most; c *= 2) channels.push_back(c);
+  channels.push_back(most);
+  return channels;
+}
+
+}  // namespace
+
+int sizeClass(uint64_t bytes) { return bytes <= 1 ? 0 : std::bit_width(bytes - 1); }
+
+Tuner::Tuner(const MachineModel& machine, std::vector<std::vector<int>> rings)
+    : cost_(machine), rings_(std::move(rings)) {}
+
+std::vector<Algorithm> Tuner::candidates(const TuneRequest& req, uint64_t count) const {
+  const MachineModel& m = cost_.machine();
+  const uint64_t slotElems = std::max<uint64_t>(1, req.slotBytes / req.elemSize);
+  std::vector<Algorithm> algos;
+  // Latency-bound algorithms first: their results prune the others' lower bounds early.
+  for (Algorithm a : {Algorithm::Tree, Algorithm::OneShot, Algorithm::Ring, Algorithm::Hierarchical, Algorithm::Direct}) {
+    if (!applies(a, req.coll)) continue;
+    if (a == Algorithm::OneShot && count > slotElems) continue;
+    if (a == Algorithm::Hierarchical &&
+        (m.ranksPerNode <= 1 || m.ranksPerNode >= m.nranks || m.nranks % m.ranksPerNode != 0))
+      continue;
+    algos.push_back(a);
+  }
+  return algos;
+}
+
+std::vector<std::vector<int>> Tuner::ringsFor(Algorithm algo, int nchannels) const {
+  if (algo != Algorithm::Ring && algo != Algorithm::Tree) return {};
+  if (!rings_.empty()) return rings_;
+  // Rings spread inter-node traffic over the rails; trees serve small messages, where one ordering
+  // for all channels (tree edges stay inside nodes at the lower levels) costs nothing.
+  if (algo == Algorithm::Tree) return {};
+  return railRings(cost_.machine().nranks, cost_.machine().ranksPerNode, nchannels);
+}
+
+PlanRequest Tuner::planRequest(const TuneRequest& req, const TuneChoice& choice, int rank) const {
+  PlanRequest pr;
+  pr.coll = req.coll;
+  pr.nranks = cost_.machine().nranks;
+  pr.rank = rank;
+  pr.root = req.root;
+  pr.count = req.count;
+  pr.elemSize = req.elemSize;
+  pr.chunkElems = choice.chunkElems;
+  pr.nchannels = choice.nchannels;
+  pr.rings = choice.rings;
+  pr.ranksPerNode = cost_.machine().ranksPerNode;
+  return pr;
+}
+
+Status Tuner::tune(const TuneRequest& req, uint64_t count, TuneChoice* choice) {
+  TuneRequest rep = req;
+  rep.count = count;
+  rep.root = 0;  // machines are symmetric: a root's rank does not change the choice
+  std::vector<Algorithm> algos = candidates(req, count);
+  std::string note;
+  if (req.forcedAlgorithm) {
+    const Algorithm forced = *req.forcedAlgorithm;
+    TuneChoice probe;
+    probe.algorithm = forced;
+    probe.chunkElems = chunkCandidates(req).front();
+    probe.nchannels = channelCandidates(req).front();
+    probe.rings = ringsFor(forced, probe.nchannels);
+    double bound = 0;
+    const Status st = cost_.lowerBound(forced, planRequest(rep, probe, 0), &bound);
+    if (st.ok()) {
+      algos = {forced};
+    } else {
+      note = fmt::format("{} does not apply here ({}); using the tuned choice", algorithmName(forced), st.message());
+    }
+  }
+  double best = std::numeric_limits<double>::infinity();
+  bool found = false;
+  for (Algorithm algo : algos) {
+    double bestOfAlgo = std::numeric_limits<double>::infinity();
+    std::vector<uint64_t> chunks = chunkCandidates(req);
+    std::vector<int> channels = channelCandidates(req);
+    // One-shot sends one message per peer on one lane: chunk and channels change nothing.
+    if (algo == Algorithm::OneShot) {
+      chunks.resize(1);
+      channels.resize(1);
+    }
+    std::set<std::pair<uint64_t, int>> seen;
+    for (uint64_t chunk : chunks) {
+      double bestOfChunk = std::numeric_limits<double>::infinity();
+      for (int nch : channels) {
+        // Channels past the element count stay empty and chunks past a channel's share change
+        // nothing: such candidates build the plans of a smaller one.
+        const int usedChannels = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(nch), count));
+        const uint64_t usedChunk = std::min(chunk, (count + usedChannels - 1) / usedChannels);
+        if (!seen.emplace(usedChunk, usedChannels).second) continue;
+        TuneChoice c;
+        c.algorithm = algo;
+        c.chunkElems = usedChunk;
+        c.nchannels = usedChannels;
+        c.rings = ringsFor(algo, usedChannels);
+        const PlanRequest pr = planRequest(rep, c, 0);
+        double bound = 0;
+        if (!cost_.lowerBound(algo, pr, &bound).ok()) break;
+        if (bound >= best) break;  // more channels only add steps
+        double t = 0;
+        LOOM_TRY(cost_.predict(algo, pr, &t).withContext(fmt::format("tuner: {} chunk {} channels {}",
+                                                                      algorithmName(algo), chunk, nch)));
+        if (!found || t < best * kBetter) {
+          best = t;
+          c.predictedUs = t;
+          *choice = std::move(c);
+          found = true;
+        }
+        if (t > bestOfChunk * kGiveUp) break;
+        bestOfChunk = std::min(bestOfChunk, t);
+      }
+      if (bestOfChunk > bestOfAlgo * kGiveUp) break;
+      bestOfAlgo = std::min(bestOfAlgo, bestOfChunk);
+    }
+  }
+  if (!found) return internalError("tuner: no algorithm serves {} of {} element(s)", collectiveName(req.coll), count);
+  choice->note = note;
+  return Status::Ok();
+}
+
+Status Tuner::choosePlan(const TuneRequest& req, TuneChoice* choice) {
+  if (req.elemSize == 0) return invalidArgument("tuner: elemSize must be at least 1");
+  const MachineModel& m = cost_.machine();
+  if (req.count == 0 || m.nranks == 1) {
+    // Nothing moves between ranks: any builder gives the same (empty or single-copy) plan.
+    *choice = TuneChoice{};
+    choice->chunkElems = std::max<uint64_t>(1, req.slotBytes / req.elemSize);
+    if (req.forcedAlgorithm && applies(*req.forcedAlgorithm, req.coll)) choice->algorithm = *req.forcedAlgorithm;
+    else if (!applies(Algorithm::Ring, req.coll)) choice->algorithm = Algorithm::Direct;
+    return Status::Ok();
+  }
+  const int cls = sizeClass(req.count * req.elemSize);
+  const DecisionKey key{static_cast<int>(req.coll), cls, req.elemSize,
+                        req.forcedAlgorithm ? static_cast<int>(*req.forcedAlgorithm) + 1 : 0, req.forcedChunkBytes,
+                        req.forcedChannels, req.maxChannels, req.slotBytes};
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = decisions_.find(key); it != decisions_.end()) {
+    *choice = it->second;
+    return Status::Ok();
+  }
+  // The class's upper end: every count of the class fits what is decided for it (one-shot included).
+  const uint64_t top = (cls >= 63 ? req.count * req.elemSize : (uint64_t{1} << cls)) / req.elemSize;
+  TuneChoice decided;
+  LOOM_TRY(tune(req, std::max(top, req.count), &decided));
+  decisions_.emplace(key, decided);
+  *choice = std::move(decided);
+  return Status::Ok();
+}
+
+Status Tuner::predict(const TuneRequest& req, const TuneChoice& choice, double* us) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (req.count == 0 || cost_.machine().nranks == 1) {
+    *us = 0;
+    return Status::Ok();
+  }
+  return cost_.predict(choice.algorithm, planRequest(req, choice, 0), us);
+}
+
+}  // namespace loom

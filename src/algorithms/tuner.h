@@ -1,0 +1,84 @@
+// The tuner: picks algorithm, chunk size and channel count for one operation by predicting each
+// candidate's time with the cost model (simulated plans on the communicator's machine model) and taking
+// the fastest. Decisions are cached per size class (power-of-two bucket of the operation's bytes,
+// decided at the bucket's upper end), so after the first call of a class a choice is a map lookup.
+// One Tuner per communicator: it holds that communicator's machine and ring orderings.
+//
+// Overrides are fields of the request, filled by the caller from LOOM_ALGO, LOOM_CHUNK_BYTES and
+// LOOM_NCHANNELS; the tuner reads no environment. A forced algorithm that cannot serve the operation
+// (tree for AllGather, oneshot above one message, hier without ranksPerNode, ...) is replaced by the
+// tuned choice, with TuneChoice::note saying so.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "algorithms/builders.h"
+#include "algorithms/cost_model.h"
+#include "algorithms/machine_model.h"
+#include "base/status.h"
+
+namespace loom {
+
+struct TuneRequest {
+  Collective coll = Collective::AllReduce;
+  uint64_t count = 0;               // the API's count, as in PlanRequest
+  size_t elemSize = 1;
+  int root = 0;
+  uint64_t slotBytes = 256 << 10;   // the transports' slot: no message may be larger
+  int maxChannels = 1;              // channels the communicator has connections for
+  // What the user forced; unset/0: tuned.
+  std::optional<Algorithm> forcedAlgorithm;  // LOOM_ALGO
+  uint64_t forcedChunkBytes = 0;             // LOOM_CHUNK_BYTES (clamped to [elemSize, slotBytes])
+  int forcedChannels = 0;                    // LOOM_NCHANNELS (clamped to [1, maxChannels])
+};
+
+struct TuneChoice {
+  Algorithm algorithm = Algorithm::Ring;
+  uint64_t chunkElems = 1;
+  int nchannels = 1;
+  std::vector<std::vector<int>> rings;  // what PlanRequest::rings must be (empty: identity)
+  double predictedUs = 0;               // at the size class's upper end
+  std::string note;                     // why an override was not honoured; empty when it was
+};
+
+class Tuner {
+ public:
+  // rings: the communicator's per-channel orderings from the topology, or empty (identity on one
+  // node, railRings() across nodes).
+  explicit Tuner(const MachineModel& machine, std::vector<std::vector<int>> rings = {});
+
+  Status choosePlan(const TuneRequest& req, TuneChoice* choice);
+
+  // Predicted time of `choice` for exactly req.count (loom-sim; the core has no need for it).
+  Status predict(const TuneRequest& req, const TuneChoice& choice, double* us);
+
+  // The PlanRequest that builds rank `rank`'s plan for req with choice.
+  PlanRequest planRequest(const TuneRequest& req, const TuneChoice& choice, int rank) const;
+
+  const MachineModel& machine() const { return cost_.machine(); }
+
+ private:
+  // (collective, size class, elemSize, forced algorithm + 1 or 0, forced chunk, forced channels,
+  //  max channels, slot bytes)
+  using DecisionKey = std::tuple<int, int, size_t, int, uint64_t, int, int, uint64_t>;
+
+  std::vector<Algorithm> candidates(const TuneRequest& req, uint64_t count) const;
+  std::vector<std::vector<int>> ringsFor(Algorithm algo, int nchannels) const;
+  Status tune(const TuneRequest& req, uint64_t count, TuneChoice* choice);
+
+  std::mutex mutex_;
+  CostModel cost_;
+  std::vector<std::vector<int>> rings_;
+  std::map<DecisionKey, TuneChoice> decisions_;
+};
+
+// Size class of an operation: ceil(log2(bytes)), 0 for at most one byte.
+int sizeClass(uint64_t bytes);
+
+}  // namespace loom

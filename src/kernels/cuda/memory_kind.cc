@@ -1,0 +1,102 @@
+#include "kernels/cuda/memory_kind.h"
+
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+
+#include "base/env.h"
+#include "base/log.h"
+
+namespace loom::cuda {
+namespace {
+
+struct CudaAvailability {
+  bool usable = false;
+  int devices = 0;
+  std::string reason;
+};
+
+const CudaAvailability& availability() {
+  static const CudaAvailability state = [] {
+    CudaAvailability s;
+    if (envString("LOOM_CUDA", "1") == "0") {
+      s.reason = "CUDA is disabled by LOOM_CUDA=0";
+      return s;
+    }
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      // cudaErrorInsufficientDriver (no libcuda.so), cudaErrorNoDevice, ...: host memory only.
+      s.reason = std::string("no usable CUDA driver or device (cudaGetDeviceCount: ") + cudaGetErrorName(err) + ": " +
+                 cudaGetErrorString(err) + ")";
+      cudaGetLastError();  // leave no sticky error for the caller's own CUDA code
+      return s;
+    }
+    if (n <= 0) {
+      s.reason = "no CUDA device is visible";
+      return s;
+    }
+    s.usable = true;
+    s.devices = n;
+    return s;
+  }();
+  static std::once_flag logged;
+  std::call_once(logged, [] {
+    if (state.usable)
+      LOOM_INFO(Init, "CUDA: {} device(s); device buffers are detected per call", state.devices);
+    else
+      LOOM_INFO(Init, "CUDA: host memory only: {}", state.reason);
+  });
+  return state;
+}
+
+}  // namespace
+
+bool cudaUsable() { return availability().usable; }
+
+int deviceCount() { return availability().devices; }
+
+const std::string& unusableReason() { return availability().reason; }
+
+MemoryInfo queryMemory(const void* p) {
+  MemoryInfo info;
+  if (p == nullptr || !cudaUsable()) return info;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();  // older runtimes flag host pointers as errors; never leave it sticky
+    return info;
+  }
+  switch (attr.type) {
+    case cudaMemoryTypeDevice:
+      info.kind = MemoryKind::Device;
+      info.device = attr.device;
+      break;
+    case cudaMemoryTypeManaged:
+      info.kind = MemoryKind::Managed;
+      info.device = attr.device;
+      break;
+    default:
+      break;
+  }
+  return info;
+}
+
+Status cudaStatus(int cudaError, const char* what) {
+  auto err = static_cast<cudaError_t>(cudaError);
+  return Status(loomUnhandledCudaError,
+                std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+}
+
+DeviceScope::DeviceScope(int device) {
+  if (device < 0) return;
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) return;
+  error_ = static_cast<int>(cudaSetDevice(device));
+  if (error_ == 0) previous_ = current;
+}
+
+DeviceScope::~DeviceScope() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,62 @@
+// Memory kinds (DESIGN.md): is a buffer host memory or CUDA device memory? Asked per pointer, per
+// call. The first question also asks whether CUDA is usable at all in this process (the runtime is
+// linked statically and finds the driver, libcuda.so, only now); when it is not (no driver, no GPU,
+// LOOM_CUDA=0) the answer is cached and every later pointer is host memory without a CUDA call.
+//
+// Only built with the CUDA feature (LOOM_HAVE_CUDA); this header includes no CUDA header.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+
+namespace loom::cuda {
+
+enum class MemoryKind {
+  Host,     // ordinary, pinned or registered host memory, or anything CUDA does not know
+  Managed,  // cudaMallocManaged: host-accessible, but ordered by CUDA streams
+  Device,   // cudaMalloc / cuMem: not host-accessible
+};
+
+struct MemoryInfo {
+  MemoryKind kind = MemoryKind::Host;
+  int device = -1;  // the owning device for Device and Managed memory
+};
+
+// Whether this process can use CUDA: the runtime found a driver and at least one device. Decided
+// once; LOOM_CUDA=0 in the environment answers false without touching CUDA.
+bool cudaUsable();
+// Devices visible to this process (0 when CUDA is unusable).
+int deviceCount();
+// Why CUDA is unusable ("" when it is usable), for messages.
+const std::string& unusableReason();
+
+// What `p` points to. A failed query (a pointer CUDA does not know, or a CUDA error such as using
+// CUDA in a child forked after the parent initialized it) is host memory.
+MemoryInfo queryMemory(const void* p);
+inline bool isDeviceMemory(const void* p) { return queryMemory(p).kind == MemoryKind::Device; }
+
+// "cudaMemcpyAsync: cudaErrorInvalidValue (invalid argument)" as a loomUnhandledCudaError Status.
+Status cudaStatus(int cudaError, const char* what);
+#define LOOM_CUDA_TRY(call)                                                  \
+  do {                                                                       \
+    int loom_cuda_err_ = static_cast<int>(call);                             \
+    if (loom_cuda_err_ != 0) return ::loom::cuda::cudaStatus(loom_cuda_err_, #call); \
+  } while (0)
+
+// Makes `device` current for the scope and restores the previous one (no-op for device < 0).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  // The cudaSetDevice result (0 = success).
+  int error() const { return error_; }
+
+ private:
+  int previous_ = -1;
+  int error_ = 0;
+};
+
+}  // namespace loom::cuda

@@ -1,0 +1,24 @@
+// The API tests' cases (tests/api/cases.h: collective, dtype, op, count, in place, root) run on CUDA
+// device buffers: inputs are made on the host by the reference model, uploaded, the collective runs
+// with device pointers on this rank's stream, and the outputs are downloaded and checked element by
+// element against the same model, plus guard bytes around every buffer and unchanged send buffers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../api/cases.h"
+
+namespace loomgpu {
+
+struct DeviceRunOptions {
+  bool useNullStream = false;    // pass stream NULL (the legacy default stream) instead of a created one
+  bool deviceScalars = false;    // PreMulSum scalars live in device memory (loomScalarDevice)
+};
+
+// Runs the cases in order on ctx's communicator with buffers on CUDA device `device`. Returns "" or
+// the failures (a failed call aborts the communicator and stops the run, as loomtest::runCases does).
+std::string runDeviceCases(loomtest::RankContext& ctx, const std::vector<loomtest::Case>& cases, int device,
+                           const DeviceRunOptions& options = {});
+
+}  // namespace loomgpu

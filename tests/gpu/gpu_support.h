@@ -1,0 +1,53 @@
+// What the GPU tests share: whether a GPU is there (asked in a forked child, so that this process
+// never initializes CUDA before it forks rank processes), device buffers with guard bytes, and the
+// skip macro. Without a GPU every GPU test skips with the reason.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loomgpu {
+
+struct GpuProbe {
+  int devices = 0;
+  std::string reason;  // why there is none, when devices == 0
+};
+// Probed once per process, in a child process.
+const GpuProbe& probeGpu();
+
+// Device memory with kGuardBytes of a known pattern on both sides of the data region. Every method
+// makes CUDA calls on the current device; failures throw std::runtime_error.
+class DeviceBuffer {
+ public:
+  static constexpr size_t kGuardBytes = 256;
+  DeviceBuffer(size_t bytes, uint64_t junkSeed);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  uint8_t* data() const { return base_ + kGuardBytes; }
+  size_t size() const { return bytes_; }
+  void upload(const void* host, size_t bytes, size_t offset = 0);
+  std::vector<uint8_t> download() const;
+  // "" when both guards hold their pattern.
+  std::string checkGuards(const std::string& name) const;
+
+ private:
+  size_t bytes_;
+  uint8_t* base_ = nullptr;
+};
+
+// Throws std::runtime_error naming the call when a CUDA runtime call fails.
+void cudaCheck(int error, const char* what);
+
+}  // namespace loomgpu
+
+#define LOOM_REQUIRE_GPU()                                                                     \
+  do {                                                                                         \
+    const ::loomgpu::GpuProbe& loom_probe_ = ::loomgpu::probeGpu();                            \
+    if (loom_probe_.devices < 1) GTEST_SKIP() << "no CUDA device: " << loom_probe_.reason;     \
+  } while (0)

@@ -1,0 +1,88 @@
+"""Runs a job function in N processes (torch.multiprocessing spawn) and collects per-check results.
+
+A job reports through files in `outdir`: rank<r>.json maps each check it ran to None (passed) or
+the failure text; rank<r>.current names the check in progress, so a hang can be pinned down.
+"""
+import json
+import os
+import socket
+import tempfile
+import time
+import traceback
+
+import torch.multiprocessing as mp
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Recorder:
+    """Used inside a job: runs checks, records their outcome for the parent."""
+
+    def __init__(self, outdir, rank):
+        self.outdir, self.rank, self.results = outdir, rank, {}
+
+    def run(self, name, fn, *args):
+        with open(os.path.join(self.outdir, f"rank{self.rank}.current"), "w") as f:
+            f.write(name)
+        try:
+            fn(*args)
+            self.results[name] = None
+        except Exception:  # noqa: BLE001 - every failure is reported, the job goes on
+            self.results[name] = traceback.format_exc()
+        self.flush()
+
+    def flush(self):
+        path = os.path.join(self.outdir, f"rank{self.rank}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(self.results, f)
+        os.replace(path + ".tmp", path)
+
+
+class JobResult:
+    def __init__(self, outdir, nprocs, error):
+        self.error = error  # why the job as a whole failed (timeout, crash), or None
+        self.per_rank = []
+        self.current = []
+        for r in range(nprocs):
+            path = os.path.join(outdir, f"rank{r}.json")
+            self.per_rank.append(json.load(open(path)) if os.path.exists(path) else {})
+            cur = os.path.join(outdir, f"rank{r}.current")
+            self.current.append(open(cur).read() if os.path.exists(cur) else None)
+
+    def failure(self, name):
+        """None if check `name` passed on every rank, else a text saying where and why."""
+        problems = []
+        for r, results in enumerate(self.per_rank):
+            if name not in results:
+                problems.append(f"rank {r}: did not run (job: {self.error}; in progress: {self.current[r]})")
+            elif results[name] is not None:
+                problems.append(f"rank {r}:\n{results[name]}")
+        return "\n".join(problems) or None
+
+    def names(self):
+        return sorted(set().union(*[set(r) for r in self.per_rank]))
+
+
+def spawn_job(fn, nprocs, args=(), timeout=240):
+    """Runs fn(rank, outdir, *args) in nprocs spawned processes; returns a JobResult."""
+    outdir = tempfile.mkdtemp(prefix="loom-job-")
+    ctx = mp.start_processes(fn, args=(outdir, *args), nprocs=nprocs, join=False, start_method="spawn")
+    deadline = time.monotonic() + timeout
+    error = None
+    try:
+        while not ctx.join(timeout=1):
+            if time.monotonic() > deadline:
+                error = f"timed out after {timeout} s"
+                break
+    except Exception as e:  # noqa: BLE001 - a rank crashed; its records say what it finished
+        error = f"{type(e).__name__}: {e}"
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return JobResult(outdir, nprocs, error)

@@ -1,0 +1,49 @@
+// -G/--device cuda: the collective runs on CUDA device buffers (cudaMalloc, device rank % GPUs).
+// The host buffers stay the place where inputs are made and outputs checked; this class mirrors them
+// on the device: upload before the timed loop and before each check, download after each check.
+// Without -G every method is the identity / a no-op. A build without CUDA refuses -G at parse time.
+#pragma once
+
+#include <cstddef>
+
+#include "check.h"
+
+namespace loomperf {
+
+class DeviceBuffers {
+ public:
+  // Allocates two device buffers of `bytes` when `enabled`; throws std::runtime_error naming the
+  // reason when there is no usable CUDA device.
+  DeviceBuffers(bool enabled, size_t bytes, int rank, const unsigned char* hostSend, const unsigned char* hostRecv);
+  ~DeviceBuffers();
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+
+  bool enabled() const { return enabled_; }
+  int device() const { return device_; }
+  // The device view of a host view (same offsets from the bases), or the host view itself.
+  BufferView map(const BufferView& host) const;
+  // Copies the host view's send and receive regions to the device (in place, the send region lies
+  // inside the receive region).
+  void upload(const BufferView& host, size_t elemSize) const;
+  // Copies the receive region back to the host view.
+  void download(const BufferView& host, size_t elemSize) const;
+
+  // "host memory" or "cuda:N device memory" for the report's rank lines.
+  const char* describe() const;
+
+ private:
+  bool enabled_;
+  size_t bytes_;
+  int device_ = -1;
+  const unsigned char* hostSend_;
+  const unsigned char* hostRecv_;
+  unsigned char* send_ = nullptr;
+  unsigned char* recv_ = nullptr;
+  char description_[48] = "host memory";
+};
+
+// Whether this build can run -G cuda.
+bool cudaBuild();
+
+}  // namespace loomperf
