@@ -3,21 +3,16 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
-#include <string>
+
+#include "topology/host_identity.h"
 
 namespace loom {
 
 RankInfo describeThisProcess() {
   RankInfo info;
-  gethostname(info.hostname, sizeof(info.hostname) - 1);
-  std::string key = info.hostname;
-  std::ifstream bootId("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  if (bootId >> id) key += "/" + id;
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
-  info.hostHash = h;
+  HostIdentity host = localHostIdentity();  // the topology's notion of "same host" (LOOM_HOSTID too)
+  std::snprintf(info.hostname, sizeof(info.hostname), "%s", host.hostname.c_str());
+  info.hostHash = host.hash();
   info.pid = static_cast<int32_t>(getpid());
   return info;
 }

@@ -5,7 +5,7 @@
 
 namespace loom {
 
-// hostname, a hash of hostname + kernel boot id (so containers sharing a name still differ), pid.
+// hostname, the host identity hash of topology/host_identity.h (hostname + boot id, or LOOM_HOSTID), pid.
 RankInfo describeThisProcess();
 
 }  // namespace loom

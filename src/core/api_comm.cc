@@ -254,7 +254,7 @@ LOOM_API loomResult_t loomCommLastOpId(loomComm_t comm, uint64_t* opId) {
 LOOM_API loomResult_t loomCommWaitOp(loomComm_t comm, uint64_t opId, int64_t timeoutMs) {
   if (!comm) return finishCall(comm, invalidArgument("loomCommWaitOp: comm is NULL"));
   if (opId > comm->opCount)
-    return finishCall(comm, invalidArgument("loomCommWaitOp: operation {} was never issued (last is {})", opId, comm->opCount));
+    return finishCall(comm, invalidArgument("loomCommWaitOp: operation {} was never issued (last is {})", opId, comm->opCount.load()));
   if (comm->engine) {
     Status st = comm->engine->wait(opId, timeoutMs);
     if (st.code() == loomInProgress) return loomInProgress;

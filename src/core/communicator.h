@@ -62,7 +62,7 @@ struct loomComm {
   std::string lastError;
   std::string fatalError;  // the first error that broke the communicator
 
-  uint64_t opCount = 0;
+  std::atomic<uint64_t> opCount{0};  // written under `busy`, read by loomCommWaitOp from any thread
   loom::PlanCache planCache;
   int64_t spinNs = 0;           // spin this long before sleeping (short when ranks outnumber cores)
   bool oversubscribed = false;  // more ranks on this host than cores we may run on

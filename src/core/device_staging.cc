@@ -175,4 +175,16 @@ Status readScalarToHost(const void** scalar, loomDataType_t dtype, void* storage
   return Status::Ok();
 }
 
+Status checkDeviceList(int ndev, const int* devlist) {
+  if (!cuda::cudaUsable())
+    return invalidArgument("loomCommInitAll: device lists need a GPU ({}); pass NULL for host ranks",
+                           cuda::unusableReason());
+  const int visible = cuda::deviceCount();
+  for (int i = 0; i < ndev; ++i)
+    if (devlist[i] < 0 || devlist[i] >= visible)
+      return invalidArgument("loomCommInitAll: devlist[{}] = {} is not one of the {} visible CUDA device(s)", i,
+                             devlist[i], visible);
+  return Status::Ok();
+}
+
 }  // namespace loom

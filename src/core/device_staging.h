@@ -33,8 +33,15 @@ Status runWithDeviceStaging(const std::vector<Operation>& ops, HostRunner runHos
 // element is copied into `storage` (8 bytes) and *scalar points there. Host scalars are unchanged.
 Status readScalarToHost(const void** scalar, loomDataType_t dtype, void* storage);
 
+// loomCommInitAll's device list (for src/core/api_comm.cc, which does not call it yet): Ok when
+// CUDA is usable and every entry names a visible device, else the error to return.
+Status checkDeviceList(int ndev, const int* devlist);
+
 #else
 
+inline Status checkDeviceList(int, const int*) {
+  return invalidArgument("loomCommInitAll: device lists need a CUDA build with a GPU; pass NULL for host ranks");
+}
 inline Status runWithDeviceStaging(const std::vector<Operation>& ops, HostRunner runHost) { return runHost(ops); }
 inline Status readScalarToHost(const void**, loomDataType_t, void*) { return Status::Ok(); }
 

@@ -22,7 +22,13 @@ constexpr uint64_t kHealthCheckNs = 100'000'000;  // how often a stalled wait lo
 }  // namespace
 
 void PlanRunner::startPlan() {
-  const BoundPlan& bp = work_->plans[planIndex_];
+  BoundPlan& bp = work_->plans[planIndex_];
+  if (bp.stageFrom) {
+    if (bp.stageScales)
+      copyArray(bp.stagedSend.data(), bp.stageFrom, bp.stagedSend.size() / bp.elemSize, bp.dtype, bp.stageOp, true);
+    else
+      std::memcpy(bp.stagedSend.data(), bp.stageFrom, bp.stagedSend.size());
+  }
   lanes_.assign(bp.plan->lanes.size(), LaneState{});
   sendsUsed_.clear();
   for (const Lane& lane : bp.plan->lanes)

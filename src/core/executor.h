@@ -30,6 +30,11 @@ struct BoundPlan {
   ReduceOp op;
   std::vector<char> scratch;     // Plan::scratchElems elements
   std::vector<char> stagedSend;  // a copy of the send buffer (overlap with the output, PreMulSum)
+  // Filled when the plan starts, not when it is issued: on a nonblocking communicator an earlier
+  // queued operation may still write the user's buffer.
+  const char* stageFrom = nullptr;
+  bool stageScales = false;  // PreMulSum: scale while copying (then op.post is None)
+  ReduceOp stageOp;
   // What the operation was, for messages (formatted only when one is needed).
   std::string (*describe)(const BoundPlan&) = nullptr;
   Operation call;

@@ -75,7 +75,10 @@ Status validateOperation(const Operation& op) {
   size_t sendMul = 0, recvMul = 0;
   bufferMultipliers(op, &sendMul, &recvMul);
   size_t elem = dataTypeSize(op.dtype), bytes = 0;
+  // The largest buffer of ANY rank must be addressable, not only this rank's: otherwise a non-root
+  // would plan (and wait) for an operation the root has already refused.
   size_t largest = std::max(sendMul, recvMul);
+  if (op.coll == Collective::Gather || op.coll == Collective::Scatter) largest = static_cast<size_t>(comm->nranks);
   if (__builtin_mul_overflow(op.count, largest, &bytes) || __builtin_mul_overflow(bytes, elem, &bytes) ||
       bytes > static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()))
     return invalidArgument("{}: count {} of {} overflows the addressable byte size", name, op.count,

@@ -155,13 +155,14 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out) {
   char* send = const_cast<char*>(static_cast<const char*>(op.send));
   if (out->op.post == PostOpKind::Multiply) {
     // PreMulSum: every rank scales its own input by its own scalar (ranks may pass different ones),
-    // so the scaling happens here, on a copy, and the plan itself is a plain sum.
-    out->stagedSend.resize(sendBytes);
-    copyArray(out->stagedSend.data(), send, sendBytes / out->elemSize, op.dtype, out->op, true);
-    send = out->stagedSend.data();
+    // so the plan's input is a scaled copy and the plan itself is a plain sum.
+    out->stageScales = true;
+    out->stageOp = out->op;
     out->op.post = PostOpKind::None;
-  } else if (overlaps(op.send, sendBytes, op.recv, recvBytes) && !isAllowedInPlace(op, comm->rank)) {
-    out->stagedSend.assign(send, send + sendBytes);
+  }
+  if (out->stageScales || (overlaps(op.send, sendBytes, op.recv, recvBytes) && !isAllowedInPlace(op, comm->rank))) {
+    out->stagedSend.resize(sendBytes);
+    out->stageFrom = send;
     send = out->stagedSend.data();
   }
   out->scratch.resize(out->plan->scratchElems * out->elemSize);

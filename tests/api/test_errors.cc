@@ -183,9 +183,10 @@ std::string badArgumentsBody(RankContext& ctx) {
     check.expectInvalid("AllGather" + s, [&] { return loomAllGather(A, B, perRank, i32, comm, nullptr); }, comm);
     check.expectInvalid("ReduceScatter" + s, [&] { return loomReduceScatter(A, B, perRank, i32, loomSum, comm, nullptr); }, comm);
     check.expectInvalid("AlltoAll" + s, [&] { return loomAlltoAll(A, B, perRank, i32, comm, nullptr); }, comm);
-    // Only the root holds the n-rank buffer, so each rank names itself root.
-    check.expectInvalid("Gather (root)" + s, [&] { return loomGather(A, B, perRank, i32, me, comm, nullptr); }, comm);
-    check.expectInvalid("Scatter (root)" + s, [&] { return loomScatter(A, B, perRank, i32, me, comm, nullptr); }, comm);
+    // Only the root holds the n-rank buffer, but every rank must refuse (root 0 for all): a non-root
+    // that accepted would wait for an operation the root never starts.
+    check.expectInvalid("Gather (root 0)" + s, [&] { return loomGather(A, B, perRank, i32, 0, comm, nullptr); }, comm);
+    check.expectInvalid("Scatter (root 0)" + s, [&] { return loomScatter(A, B, perRank, i32, 0, comm, nullptr); }, comm);
   }
   f = stillUsable(ctx, "overflowing-count calls");
   return check.result() + (f.empty() ? "" : "\n" + f);

@@ -85,4 +85,23 @@ TEST(Async, GroupedExchangeAndFinalizeFlushes) {
   });
 }
 
+TEST(Async, StagedInputsAreReadWhenTheOperationRuns) {
+  // PreMulSum scales a copy of its input; on a queue that copy must see what the earlier queued
+  // allreduce wrote into the same buffer, not the buffer as it was at issue time.
+  runNonblocking(2, [&](int, loomComm_t comm) {
+    const size_t count = 4u << 20;
+    std::vector<float> x(count, 1.0f);
+    ASSERT_EQ(loomAllReduce(x.data(), x.data(), count, loomFloat32, loomSum, comm, nullptr), loomSuccess);
+    float scalar = 2.0f;
+    loomRedOp_t premul;
+    ASSERT_EQ(loomRedOpCreatePreMulSum(&premul, &scalar, loomFloat32, loomScalarHostImmediate, comm), loomSuccess);
+    ASSERT_EQ(loomAllReduce(x.data(), x.data(), count, loomFloat32, premul, comm, nullptr), loomSuccess);
+    uint64_t last = 0;
+    ASSERT_EQ(loomCommLastOpId(comm, &last), loomSuccess);
+    ASSERT_EQ(loomCommWaitOp(comm, last, -1), loomSuccess) << loomGetLastError(comm);
+    for (size_t i = 0; i < count; i += 997) ASSERT_EQ(x[i], 8.0f) << i;  // (1+1) -> 2*2 + 2*2
+    EXPECT_EQ(loomRedOpDestroy(premul, comm), loomSuccess);
+  });
+}
+
 }  // namespace

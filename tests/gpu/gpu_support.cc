@@ -80,6 +80,9 @@ DeviceBuffer::DeviceBuffer(size_t bytes, uint64_t junkSeed) : bytes_(bytes) {
   for (size_t i = 0; i < kGuardBytes; ++i) image[i] = image[kGuardBytes + bytes + i] = guardByte(i);
   if (bytes) std::memcpy(image.data() + kGuardBytes, junk.data(), bytes);
   cudaCheck(cudaMemcpy(base_, image.data(), image.size(), cudaMemcpyHostToDevice), "cudaMemcpy (fill)");
+  // A pageable-to-device cudaMemcpy may return before its DMA lands; the collective then runs on a
+  // non-blocking stream that does not wait for the legacy stream.
+  cudaCheck(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize (fill)");
 }
 
 DeviceBuffer::~DeviceBuffer() {
@@ -90,6 +93,7 @@ void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
   if (bytes == 0) return;
   if (offset + bytes > bytes_) throw std::runtime_error("DeviceBuffer::upload out of range");
   cudaCheck(cudaMemcpy(data() + offset, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
+  cudaCheck(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize (upload)");
 }
 
 std::vector<uint8_t> DeviceBuffer::download() const {

@@ -50,6 +50,18 @@ TEST(HostOnly, CudaEntryPointsFailCleanlyWithoutADevice) {
   EXPECT_EQ(block.data(), nullptr);
 }
 
+TEST(HostOnly, DeviceListsNeedAGpu) {
+  const int devlist[2] = {0, 0};
+  loom::Status st = loom::checkDeviceList(2, devlist);
+  if (probeGpu().devices == 0) {
+    EXPECT_EQ(st.code(), loomInvalidArgument);
+  } else {
+    EXPECT_TRUE(st.ok()) << st.message();  // two ranks on GPU 0 are allowed
+    const int bad[1] = {probeGpu().devices};
+    EXPECT_EQ(loom::checkDeviceList(1, bad).code(), loomInvalidArgument);
+  }
+}
+
 TEST(HostOnly, HostScalarsStayWhereTheyAre) {
   const double scalar = 2.5;
   const void* p = &scalar;

@@ -22,11 +22,6 @@ void Completer::push(c10::intrusive_ptr<LoomWork> work) {
   changed_.notify_all();
 }
 
-void Completer::drain() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return queue_.empty() || !thread_.joinable(); });
-}
-
 void Completer::stop(bool abort) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

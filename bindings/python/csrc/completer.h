@@ -19,8 +19,6 @@ class Completer {
   ~Completer();  // same as stop(false)
 
   void push(c10::intrusive_ptr<LoomWork> work);
-  // Waits until every pushed work completed.
-  void drain();
   // Stops the thread: after the queued works completed, or (abort) failing them at once.
   void stop(bool abort);
 

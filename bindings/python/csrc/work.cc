@@ -18,7 +18,15 @@ LoomWork::LoomWork(std::shared_ptr<Comm> comm, c10d::OpType type, std::chrono::m
       onSuccess_(std::move(onSuccess)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
-bool LoomWork::isCompleted() { return c10d::Work::isCompleted(); }
+bool LoomWork::isCompleted() {
+  if (c10d::Work::isCompleted()) return true;
+  uint64_t id = opId();
+  if (id == 0 || comm_->closed()) return false;
+  loomResult_t r = comm_->waitOp(id, 0);  // just a test
+  if (r == loomInProgress) return false;
+  complete(r == loomSuccess ? nullptr : commError(r, "operation " + std::to_string(id), comm_->get()));
+  return c10d::Work::isCompleted();
+}
 
 bool LoomWork::wait(std::chrono::milliseconds timeout) {
   if (!c10d::Work::isCompleted()) {

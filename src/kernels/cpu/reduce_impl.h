@@ -71,10 +71,11 @@ struct MinOp {
 // int64 range, only so that no input can reach undefined behaviour.
 //
 // Integers of up to 32 bits divide in double, because x86 has no vector integer division and a scalar
-// one costs tens of cycles. It is exact: with |x| < 2^32, an inexact x/d lies at least 1/d below the next
-// integer k (relatively at least 1/(d*k) >= 2^-33 when x >= d, and x/d < 1 otherwise), far more than
-// the 2^-53 a double rounding moves it, so truncating the rounded quotient gives the true one. A
-// divisor past 2^53 rounds, but then the quotient is below 1 either way.
+// one costs tens of cycles. It is exact: for |x| < 2^32 and d <= 2^53, an inexact quotient falls short
+// of the next integer k by at least 1/d, which is relatively >= 1/(d*k) >= 2^-33 when k >= 2 (as
+// d*k <= |x| + d <= 2|x|) and absolutely >= 2^-53 when k = 1, while rounding moves it by at most 2^-53
+// relatively (2^-54 just below 1); so truncating the rounded quotient gives the true one. A larger
+// divisor rounds, but the quotient is below 1 either way.
 template <class T>
 struct DivideBy {
   static constexpr bool kViaDouble = std::is_integral_v<T> && sizeof(T) <= 4;
