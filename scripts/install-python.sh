@@ -5,8 +5,8 @@
 #
 #   LOOM_PYTHON           interpreter to install for (default: python3)
 #   LOOM_TORCH_VERSION    torch to install when none is present (default: 2.15.0)
-#   LOOM_TORCH_INDEX_URL  index for torch, e.g. https://download.pytorch.org/whl/cpu (~200 MB CPU
-#                         wheel instead of PyPI's CUDA wheel and its ~2.3 GB of nvidia-* wheels)
+#   LOOM_TORCH_INDEX_URL  another index for torch, e.g. one serving PyTorch's CPU-only wheels (~200 MB
+#                         instead of the default CUDA wheel and its ~2.3 GB of nvidia-* wheels)
 #   LOOM_BUILD_DIR        libloom build directory (default: ./build, made by scripts/build.sh)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
-# Runs every test suite (installing and building what is missing) and ends with "N passed, M failed".
+# Runs every test suite (installing and building what is missing): the GoogleTest suites through
+# meson, then the Python/torch suite through pytest. Ends with one line "N passed, M failed, K skipped".
+#   LOOM_SKIP_PYTHON=1   leave out the Python suite (it needs torch from PyPI, ~2.8 GB the first time)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
 meson test -C build --print-errorlogs --num-processes "${LOOM_TEST_JOBS:-2}" "$@"
 status=$?
-python3 scripts/test_summary.py build/meson-logs/testlog.json
+junit=""
+if [ "${LOOM_SKIP_PYTHON:-0}" != 1 ]; then
+  if bash scripts/install-python.sh; then
+    junit="build/pytest-junit.xml"
+    python3 -m pytest -q tests/python --junitxml="$junit" || status=1
+  else
+    echo "install-python.sh failed"
+    status=1
+    junit="missing"
+  fi
+fi
+python3 scripts/test_summary.py build/meson-logs/testlog.json ${junit:+"$junit"}
 exit $status
