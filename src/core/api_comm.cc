@@ -9,6 +9,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/api_result.h"
 #include "core/communicator.h"
+#include "core/device_staging.h"
 
 using namespace loom;
 
@@ -82,14 +83,14 @@ LOOM_API loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* de
   return apiCall(nullptr, [&]() -> Status {
     if (!comms) return invalidArgument("loomCommInitAll: comms is NULL");
     if (ndev < 1) return invalidArgument("loomCommInitAll: ndev {} must be at least 1", ndev);
-    if (devlist) return invalidArgument("loomCommInitAll: device lists need a CUDA build with a GPU; pass NULL for host ranks");
+    if (devlist) LOOM_TRY(checkDeviceList(ndev, devlist));  // a clear error without CUDA or with a bad device
     UniqueIdData data;
     LOOM_TRY(createUniqueId(&data));
     loomUniqueId id = encodeUniqueId(data);
     std::vector<Status> results(static_cast<size_t>(ndev));
     std::vector<std::thread> threads;
     for (int i = 0; i < ndev; ++i)
-      threads.emplace_back([&, i] { results[i] = initRank(&comms[i], ndev, id, i, nullptr, -1); });
+      threads.emplace_back([&, i] { results[i] = initRank(&comms[i], ndev, id, i, nullptr, devlist ? devlist[i] : -1); });
     for (auto& t : threads) t.join();
     for (int i = 0; i < ndev; ++i) {
       if (results[i].ok()) continue;

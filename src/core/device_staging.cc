@@ -102,7 +102,6 @@ class Staging {
     return synchronize();
   }
 
-  bool staged() const { return !regions_.empty(); }
   bool touchesCuda() const { return !streams_.empty(); }
 
  private:

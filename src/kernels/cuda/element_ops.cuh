@@ -110,11 +110,39 @@ struct Bfloat16Elem {
 };
 
 template <__nv_fp8_interpretation_t kFormat>
+LOOM_HD float fp8ToFloat(uint8_t v) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, kFormat)));
+}
+template <__nv_fp8_interpretation_t kFormat>
+LOOM_HD uint8_t floatToFp8(float f) {
+  return __nv_cvt_float_to_fp8(f, __NV_SATFINITE, kFormat);
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+// Before sm_89 the fp8 conversions are long software sequences: called, not inlined 16 times per
+// vector, which keeps the sm_80 build's compile time and code size down (fp8 is not native there).
+#define LOOM_FP8_OUT_OF_LINE 1
+template <__nv_fp8_interpretation_t kFormat>
+__device__ __noinline__ float fp8ToFloatCall(uint8_t v) {
+  return fp8ToFloat<kFormat>(v);
+}
+template <__nv_fp8_interpretation_t kFormat>
+__device__ __noinline__ uint8_t floatToFp8Call(float f) {
+  return floatToFp8<kFormat>(f);
+}
+#endif
+
+template <__nv_fp8_interpretation_t kFormat>
 struct Fp8Elem {
   using Storage = uint8_t;
   using Compute = float;
-  static LOOM_HD float load(uint8_t v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, kFormat))); }
-  static LOOM_HD uint8_t store(float f) { return __nv_cvt_float_to_fp8(f, __NV_SATFINITE, kFormat); }
+#if defined(LOOM_FP8_OUT_OF_LINE)
+  static LOOM_HD float load(uint8_t v) { return fp8ToFloatCall<kFormat>(v); }
+  static LOOM_HD uint8_t store(float f) { return floatToFp8Call<kFormat>(f); }
+#else
+  static LOOM_HD float load(uint8_t v) { return fp8ToFloat<kFormat>(v); }
+  static LOOM_HD uint8_t store(float f) { return floatToFp8<kFormat>(f); }
+#endif
 };
 using Fp8e4m3Elem = Fp8Elem<__NV_E4M3>;
 using Fp8e5m2Elem = Fp8Elem<__NV_E5M2>;
