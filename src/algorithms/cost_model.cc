@@ -8,16 +8,19 @@ namespace {
 
 // Messages per lane past which time is taken as linear in size.
 constexpr uint64_t kSteadyPieces = 32;
+// Steps one simulation should run at most; representative sizes shrink to fit.
+constexpr uint64_t kStepBudget = 150000;
+// Cached predictions per model; past this the cache starts over.
+constexpr size_t kMaxCached = 100000;
 
-// Elements of a channel's part that make every piece of the algorithm the same size: ring and
-// hierarchical AllReduce and direct AllReduce cut a channel's part into nranks blocks or chunks, the
-// tree into two halves.
+// Elements of a channel's part that make every piece of the algorithm the same size: ring,
+// hierarchical and direct AllReduce cut a channel's part into nranks blocks or chunks.
 uint64_t alignment(Algorithm algo, Collective coll, int n) {
   switch (algo) {
     case Algorithm::Ring:
     case Algorithm::Direct: return coll == Collective::AllReduce ? static_cast<uint64_t>(n) : 1;
     case Algorithm::Hierarchical: return static_cast<uint64_t>(n);
-    case Algorithm::Tree: return 2;
+    case Algorithm::Tree:
     case Algorithm::OneShot: return 1;
   }
   return 1;
@@ -37,41 +40,24 @@ uint64_t ringsHash(const std::vector<std::vector<int>>& rings) {
   return h;
 }
 
-bool sameSteps(const Lane& a, const Lane& b) {
-  if (a.steps.size() != b.steps.size()) return false;
-  for (size_t s = 0; s < a.steps.size(); ++s) {
-    const Step& x = a.steps[s];
-    const Step& y = b.steps[s];
-    if (x.kind != y.kind || x.count != y.count || x.sendPeer != y.sendPeer || x.recvPeer != y.recvPeer) return false;
-  }
-  return true;
+uint64_t stepCount(const std::vector<Plan>& plans) {
+  uint64_t steps = 0;
+  for (const Plan& plan : plans)
+    for (const Lane& lane : plan.lanes) steps += lane.steps.size();
+  return steps;
 }
 
-// When every channel of every plan has the same lanes as channel 0 (same steps, peers and sizes: the
-// channels split the data evenly over identical orderings), the channels run in lockstep, each with
-// 1/nchannels of every port and NIC and of its rank's engine. Then channel 0 alone on a machine with
-// that share times the same: keeps only channel 0's lanes and returns the scaled machine.
-bool foldChannels(int nchannels, std::vector<Plan>* plans, MachineModel* machine) {
-  if (nchannels <= 1) return false;
-  for (const Plan& plan : *plans) {
-    std::vector<std::vector<const Lane*>> byChannel(nchannels);
-    for (const Lane& lane : plan.lanes) {
-      if (lane.channel >= static_cast<uint32_t>(nchannels)) return false;
-      byChannel[lane.channel].push_back(&lane);
-    }
-    for (int c = 1; c < nchannels; ++c) {
-      if (byChannel[c].size() != byChannel[0].size()) return false;
-      for (size_t l = 0; l < byChannel[0].size(); ++l)
-        if (!sameSteps(*byChannel[0][l], *byChannel[c][l])) return false;
-    }
+// Rank 0's plan without its counts and offsets: lanes, channels, step kinds, peers, finalize flags.
+uint64_t shapeHash(const Plan& plan) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (const Lane& lane : plan.lanes) {
+    mix(0x100000000ull | lane.channel);
+    for (const Step& s : lane.steps)
+      mix((static_cast<uint64_t>(s.kind) << 56) ^ (static_cast<uint64_t>(s.finalize) << 48) ^
+          (static_cast<uint64_t>(static_cast<uint32_t>(s.sendPeer)) << 24) ^ static_cast<uint32_t>(s.recvPeer));
   }
-  for (Plan& plan : *plans) std::erase_if(plan.lanes, [](const Lane& lane) { return lane.channel != 0; });
-  const double share = static_cast<double>(nchannels);
-  machine->intraGbs /= share;
-  machine->nicGbs /= share;
-  machine->copyGbs /= share;
-  machine->stepUs *= share;
-  return true;
+  return h;
 }
 
 }  // namespace
@@ -101,19 +87,8 @@ CostModel::Key CostModel::key(Algorithm algo, const PlanRequest& req) const {
              req.nchannels, rooted ? req.root : 0, req.ranksPerNode, ringsHash(req.rings)};
 }
 
-uint64_t CostModel::scaledCount(Algorithm algo, const PlanRequest& req) const {
-  const uint64_t align = alignment(algo, req.coll, req.nranks);
-  const uint64_t loops = std::max<uint64_t>(1, (kSteadyPieces + align - 1) / align);
-  return saturatingMul(saturatingMul(saturatingMul(static_cast<uint64_t>(req.nchannels), req.chunkElems), align),
-                       loops);
-}
-
-uint64_t CostModel::exactLimit(Algorithm algo, const PlanRequest& req) const {
-  if (algo == Algorithm::OneShot) return std::numeric_limits<uint64_t>::max();  // always one message
-  return saturatingMul(scaledCount(algo, req), 2);
-}
-
-Status CostModel::buildPlans(Algorithm algo, const PlanRequest& req, std::vector<Plan>* plans) const {
+Status CostModel::buildPlans(Algorithm algo, const PlanRequest& req, bool allRanks, std::vector<Plan>* plans,
+                             bool* symmetric) const {
   const int n = req.nranks;
   const int g = machine_.symmetryShift();
   PlanRequest rr = req;  // one copy: rings may hold nchannels x nranks entries
@@ -121,24 +96,29 @@ Status CostModel::buildPlans(Algorithm algo, const PlanRequest& req, std::vector
     rr.rank = rank;
     return buildPlan(algo, rr, plan);
   };
+  *symmetric = false;
+  plans->clear();
   if (g < n) {
     plans->assign(g, Plan{});
     for (int r = 0; r < g; ++r) LOOM_TRY(build(r, &(*plans)[r]));
-    // Sampled invariance: r against r + j*g for the next, second, middle and last orbit position.
+    // Sampled invariance: every representative against the next orbit position, the first and last
+    // representatives against the middle and the last one (the wrap-around).
     const int orbit = n / g;
-    bool symmetric = true;
+    bool same = true;
     Plan shifted;
-    for (int j : {1, 2, orbit / 2, orbit - 1}) {
+    for (int j : {1, orbit / 2, orbit - 1}) {
       if (j < 1 || j >= orbit) continue;
-      for (int r = 0; r < g && symmetric; ++r) {
+      for (int r = 0; r < g && same; r += (j == 1 ? 1 : std::max(1, g - 1))) {
         LOOM_TRY(build(r + j * g, &shifted));
-        symmetric = isShiftedPlan((*plans)[r], shifted, j * g, n);
+        same = isShiftedPlan((*plans)[r], shifted, j * g, n);
       }
     }
-    if (symmetric) return Status::Ok();
+    *symmetric = same;
+    if (same || !allRanks) return Status::Ok();
   }
-  plans->assign(n, Plan{});
-  for (int r = 0; r < n; ++r) LOOM_TRY(build(r, &(*plans)[r]));
+  plans->resize(n);
+  for (int r = static_cast<int>(std::min<size_t>(plans->size(), g < n ? g : 0)); r < n; ++r)
+    LOOM_TRY(build(r, &(*plans)[r]));
   return Status::Ok();
 }
 
@@ -146,48 +126,115 @@ Status CostModel::simulateExact(Algorithm algo, const PlanRequest& req, Simulati
   if (req.nranks != machine_.nranks)
     return invalidArgument("cost model: request for {} ranks on a machine of {}", req.nranks, machine_.nranks);
   std::vector<Plan> plans;
-  LOOM_TRY(buildPlans(algo, req, &plans));
-  MachineModel machine = machine_;
-  if (foldChannels_) foldChannels(req.nchannels, &plans, &machine);
-  if (static_cast<int>(plans.size()) < req.nranks) {
-    if (simulatePlans(machine, plans, req.elemSize, result).ok()) return Status::Ok();
-    // The sample missed an asymmetry; run every rank.
-    plans.assign(req.nranks, Plan{});
+  bool symmetric = false;
+  LOOM_TRY(buildPlans(algo, req, true, &plans, &symmetric));
+  if (symmetric) {
+    if (simulatePlans(machine_, plans, req.elemSize, result).ok()) return Status::Ok();
+    // The sample missed an asymmetry (the run found unmatched messages): run every rank.
+    const size_t built = plans.size();
+    plans.resize(req.nranks);
     PlanRequest rr = req;
-    for (int r = 0; r < req.nranks; ++r) {
+    for (int r = static_cast<int>(built); r < req.nranks; ++r) {
       rr.rank = r;
       LOOM_TRY(buildPlan(algo, rr, &plans[r]));
     }
-    machine = machine_;
-    if (foldChannels_) foldChannels(req.nchannels, &plans, &machine);
   }
-  return simulatePlans(machine, plans, req.elemSize, result);
+  return simulatePlans(machine_, plans, req.elemSize, result);
+}
+
+uint64_t CostModel::scaledCount(Algorithm algo, const PlanRequest& req) {
+  Key k = key(algo, req);
+  std::get<2>(k) = 0;  // the same for every count
+  if (auto it = scaled_.find(k); it != scaled_.end()) return it->second;
+  const uint64_t align = alignment(algo, req.coll, req.nranks);
+  const uint64_t unit = saturatingMul(saturatingMul(static_cast<uint64_t>(req.nchannels), req.chunkElems), align);
+  uint64_t loops = std::max<uint64_t>(1, (kSteadyPieces + align - 1) / align);
+  // What a run of one unit costs, as simulated: representatives' steps, or all ranks' when asymmetric.
+  PlanRequest one = req;
+  one.count = unit;
+  std::vector<Plan> plans;
+  bool symmetric = false;
+  if (unit < std::numeric_limits<uint32_t>::max() && buildPlans(algo, one, false, &plans, &symmetric).ok() &&
+      !plans.empty()) {
+    uint64_t steps = stepCount(plans);
+    if (!symmetric) steps = saturatingMul(steps / plans.size() + 1, static_cast<uint64_t>(req.nranks));
+    while (loops > 1 && saturatingMul(steps, 2 * loops) > kStepBudget) loops /= 2;
+  }
+  const uint64_t count1 = saturatingMul(unit, loops);
+  scaled_.emplace(k, count1);
+  return count1;
+}
+
+uint64_t CostModel::exactLimit(Algorithm algo, const PlanRequest& req) {
+  if (algo == Algorithm::OneShot) return std::numeric_limits<uint64_t>::max();  // always one message
+  return saturatingMul(scaledCount(algo, req), 2);
 }
 
 Status CostModel::predict(Algorithm algo, const PlanRequest& req, double* us) {
+  Point point;
+  LOOM_TRY(predictPoint(algo, req, &point));
+  *us = point.us;
+  return Status::Ok();
+}
+
+Status CostModel::predictPoint(Algorithm algo, const PlanRequest& req, Point* point) {
   const Key k = key(algo, req);
   if (auto it = cache_.find(k); it != cache_.end()) {
-    *us = it->second;
+    *point = it->second;
     return Status::Ok();
   }
-  double time = 0;
+  Point result{req.count, 0, 0};
   if (req.count <= exactLimit(algo, req)) {
-    SimulationResult result;
-    LOOM_TRY(simulateExact(algo, req, &result));
-    time = result.timeUs;
+    PlanRequest r0 = req;
+    r0.rank = 0;
+    Plan plan;
+    LOOM_TRY(buildPlan(algo, r0, &plan));
+    // Plans of one shape and count are the same plans whatever chunkElems produced them.
+    Key general = k;
+    std::get<2>(general) = 0;
+    std::get<4>(general) = 0;
+    std::vector<Point>& points = points_[ShapeKey{general, shapeHash(plan)}];
+    const Point* below = nullptr;
+    const Point* above = nullptr;
+    for (const Point& p : points) {
+      if (p.count <= req.count && (below == nullptr || p.count > below->count)) below = &p;
+      if (p.count >= req.count && (above == nullptr || p.count < above->count)) above = &p;
+    }
+    if (below != nullptr && above != nullptr) {
+      // Between two runs of this shape: time is convex and nearly affine in the bytes per message.
+      const double span = static_cast<double>(above->count) - static_cast<double>(below->count);
+      const double at = span > 0 ? (static_cast<double>(req.count) - static_cast<double>(below->count)) / span : 0.0;
+      result.us = below->us + (above->us - below->us) * at;
+      result.busiestUs = below->busiestUs + (above->busiestUs - below->busiestUs) * at;
+    } else {
+      SimulationResult run;
+      LOOM_TRY(simulateExact(algo, req, &run));
+      result.us = run.timeUs;
+      result.busiestUs = run.busiestUs;
+      points.push_back(result);
+    }
   } else {
-    // Linear beyond two representative sizes (each cached, so shared by every larger size).
+    // Linear beyond two representative sizes (each cached, so shared by every larger size), and never
+    // below the busiest resource's load, which grows with the bytes: a short run's slope can miss
+    // part of the steady state's contention.
     PlanRequest small = req;
     small.count = scaledCount(algo, req);
-    double t1 = 0, t2 = 0;
-    LOOM_TRY(predict(algo, small, &t1));
+    Point p1, p2;
+    LOOM_TRY(predictPoint(algo, small, &p1));
     small.count *= 2;
-    LOOM_TRY(predict(algo, small, &t2));
-    const double c1 = static_cast<double>(small.count / 2);
-    time = t2 + std::max(0.0, t2 - t1) * (static_cast<double>(req.count) - 2 * c1) / c1;
+    LOOM_TRY(predictPoint(algo, small, &p2));
+    const double c2 = static_cast<double>(p2.count);
+    const double c1 = static_cast<double>(p1.count);
+    const double c = static_cast<double>(req.count);
+    result.busiestUs = p2.busiestUs * c / c2;
+    result.us = std::max(p2.us + std::max(0.0, p2.us - p1.us) * (c - c2) / (c2 - c1), result.busiestUs);
   }
-  cache_.emplace(k, time);
-  *us = time;
+  if (cache_.size() >= kMaxCached) {
+    cache_.clear();
+    points_.clear();
+  }
+  cache_.emplace(k, result);
+  *point = result;
   return Status::Ok();
 }
 

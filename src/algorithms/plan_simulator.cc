@@ -44,54 +44,32 @@ class Simulator {
 
   Status run(SimulationResult* result) {
     LOOM_TRY(flatten());
-    std::vector<double> engine(g_, 0.0);
+    std::vector<double> engine(g_, 0.0), engineLoad(g_, 0.0);
     const bool engineCost = m_.stepUs > 0 || m_.copyGbs > 0;
-    for (size_t id = 0; id < lanes_.size(); ++id) queue_.push(Event{0.0, static_cast<int>(id)});
+    for (size_t id = 0; id < lanes_.size(); ++id) schedule(static_cast<int>(id));
     double finish = 0;
     while (!queue_.empty()) {
       const Event ev = queue_.top();
       queue_.pop();
       SimLane& lane = lanes_[ev.lane];
-      if (lane.next >= lane.end) continue;
       const SimStep& step = steps_[lane.next];
-      double start = lane.ready;
-      if (step.in >= 0) {
-        Connection& c = conns_[step.in];
-        if (c.sent <= c.consumed) {
-          c.waitingReceiver = ev.lane;
-          continue;
-        }
-        start = std::max(start, arrive_[slot(step.in, c.consumed)]);
-      }
-      if (step.out >= 0) {
-        Connection& c = conns_[step.out];
-        if (c.sent >= static_cast<uint64_t>(slots_)) {
-          const uint64_t freedBy = c.sent - slots_;  // the message whose slot this one reuses
-          if (c.consumed <= freedBy) {
-            c.waitingSender = ev.lane;
-            continue;
-          }
-          start = std::max(start, release_[slot(step.out, freedBy)]);
-        }
-      }
-      // Shared resources (engines, ports) are booked in time order: come back when the step can start.
-      if (start > ev.time) {
-        queue_.push(Event{start, ev.lane});
-        continue;
-      }
+      // Events come in time order, so shared resources (engines, ports) are booked in time order.
+      const double start = ev.time;
       double end = start;
       if (engineCost) {
-        end = std::max(start, engine[lane.rank]) + m_.stepUs +
-              (m_.copyGbs > 0 ? transferUs(step.bytes, m_.copyGbs) : 0.0);
+        const double work = m_.stepUs + (m_.copyGbs > 0 ? transferUs(step.bytes, m_.copyGbs) : 0.0);
+        end = std::max(start, engine[lane.rank]) + work;
         engine[lane.rank] = end;
+        engineLoad[lane.rank] += work;
       }
       if (step.in >= 0) {
         Connection& c = conns_[step.in];
         release_[slot(step.in, c.consumed)] = end;
         ++c.consumed;
         if (c.waitingSender >= 0) {
-          queue_.push(Event{end, c.waitingSender});
+          const int sender = c.waitingSender;
           c.waitingSender = -1;
+          schedule(sender);
         }
       }
       if (step.out >= 0) {
@@ -103,20 +81,22 @@ class Simulator {
         busy_[c.tx] = out + duration;
         const double in = std::max(out, busy_[c.rx]);
         busy_[c.rx] = in + duration;
-        const double arrival = in + duration + c.latencyUs;
-        arrive_[slot(step.out, c.sent)] = arrival;
+        load_[c.tx] += duration;
+        load_[c.rx] += duration;
+        arrive_[slot(step.out, c.sent)] = in + duration + c.latencyUs;
         ++c.sent;
         ++result->messages;
         if (c.waitingReceiver >= 0) {
-          queue_.push(Event{arrival, c.waitingReceiver});
+          const int receiver = c.waitingReceiver;
           c.waitingReceiver = -1;
+          schedule(receiver);
         }
       }
       ++result->steps;
       lane.ready = end;
       finish = std::max(finish, end);
       ++lane.next;
-      if (lane.next < lane.end) queue_.push(Event{end, ev.lane});
+      schedule(ev.lane);
     }
     for (const SimLane& lane : lanes_) {
       if (lane.next < lane.end)
@@ -126,10 +106,41 @@ class Simulator {
     for (const Connection& c : conns_)
       if (c.sent != c.consumed) return internalError("simulator: {} message(s) sent but never received", c.sent - c.consumed);
     result->timeUs = finish;
+    for (double load : load_) result->busiestUs = std::max(result->busiestUs, load);
+    for (double load : engineLoad) result->busiestUs = std::max(result->busiestUs, load);
     return Status::Ok();
   }
 
  private:
+  // Queues the lane's next step at the time it can start, or registers the lane with the connection
+  // it waits for (which schedules it again when the message is sent or the slot freed).
+  void schedule(int id) {
+    const SimLane& lane = lanes_[id];
+    if (lane.next >= lane.end) return;
+    const SimStep& step = steps_[lane.next];
+    double start = lane.ready;
+    if (step.in >= 0) {
+      Connection& c = conns_[step.in];
+      if (c.sent <= c.consumed) {
+        c.waitingReceiver = id;
+        return;
+      }
+      start = std::max(start, arrive_[slot(step.in, c.consumed)]);
+    }
+    if (step.out >= 0) {
+      Connection& c = conns_[step.out];
+      if (c.sent >= static_cast<uint64_t>(slots_)) {
+        const uint64_t freedBy = c.sent - slots_;  // the message whose slot this one reuses
+        if (c.consumed <= freedBy) {
+          c.waitingSender = id;
+          return;
+        }
+        start = std::max(start, release_[slot(step.out, freedBy)]);
+      }
+    }
+    queue_.push(Event{start, id});
+  }
+
   size_t slot(int32_t conn, uint64_t message) const {
     return static_cast<size_t>(conn) * slots_ + static_cast<size_t>(message % slots_);
   }
@@ -143,6 +154,7 @@ class Simulator {
     const int repNodes = (g_ - 1) / k + 1;
     const int nics = m_.nicsPerNode;
     busy_.assign(2 * g_ + 2 * repNodes * nics, 0.0);
+    load_.assign(busy_.size(), 0.0);
     for (int r = 0; r < g_; ++r) {
       const Plan& plan = plans_[r];
       if (plan.rank != r || plan.nranks != n)
@@ -151,14 +163,27 @@ class Simulator {
         SimLane sl;
         sl.rank = r;
         sl.next = static_cast<uint32_t>(steps_.size());
+        // A lane talks to few peers: remember its last ones before asking the index.
+        int lastPeer[2] = {-1, -1};
+        int32_t lastConn[2] = {-1, -1};
+        auto cached = [&](int dir, int peer, auto&& lookup) {
+          if (peer != lastPeer[dir]) {
+            lastPeer[dir] = peer;
+            lastConn[dir] = lookup();
+          }
+          return lastConn[dir];
+        };
         for (const Step& step : lane.steps) {
           SimStep ss;
           ss.bytes = static_cast<double>(step.count) * static_cast<double>(elemSize_);
-          if (step.recvPeer >= 0) ss.in = connection(step.recvPeer, r, lane.channel, repNodes);
+          if (step.recvPeer >= 0)
+            ss.in = cached(0, step.recvPeer, [&] { return connection(step.recvPeer, r, lane.channel, repNodes); });
           if (step.sendPeer >= 0) {
             const int q = step.sendPeer;
-            const int shift = q - q % g_;
-            ss.out = connection(((r - shift) % n + n) % n, q % g_, lane.channel, repNodes);
+            ss.out = cached(1, q, [&] {
+              const int shift = q - q % g_;
+              return connection(((r - shift) % n + n) % n, q % g_, lane.channel, repNodes);
+            });
           }
           if (ss.in < -1 || ss.out < -1) return invalidArgument("simulator: rank {} names a peer out of range", r);
           steps_.push_back(ss);
@@ -169,6 +194,11 @@ class Simulator {
     }
     arrive_.assign(conns_.size() * slots_, 0.0);
     release_.assign(conns_.size() * slots_, 0.0);
+    queue_ = decltype(queue_)(std::greater<Event>{}, [&] {
+      std::vector<Event> storage;
+      storage.reserve(lanes_.size());
+      return storage;
+    }());
     return Status::Ok();
   }
 
@@ -208,6 +238,7 @@ class Simulator {
   std::unordered_map<uint64_t, int32_t> index_;
   std::vector<double> arrive_, release_;  // per connection and slot: message arrival, slot release
   std::vector<double> busy_;              // per port/NIC direction: busy until
+  std::vector<double> load_;              // per port/NIC direction: total transfer time
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
 };
 

@@ -26,6 +26,9 @@ struct SimulationResult {
   double timeUs = 0;      // when the last lane of any rank finishes
   uint64_t steps = 0;     // steps executed (of the simulated ranks)
   uint64_t messages = 0;  // messages sent (of the simulated ranks)
+  // The busiest resource's total work: the most time any port, NIC or rank engine spent moving bytes
+  // or running steps. A bound no pipelining can beat: timeUs >= busiestUs.
+  double busiestUs = 0;
 };
 
 // plans[r] is rank r's plan, for ranks 0..plans.size()-1; plans.size() must divide machine.nranks, and

@@ -1,15 +1,15 @@
 // Double binary tree plans (AllReduce, Reduce, Broadcast): logarithmic depth for small messages at
-// scale. Each channel takes a contiguous part of the data and sends one half of it through each of two
-// complementary binary trees (double_tree.h) over the channel's ordering, cut into messages of at most
-// chunkElems that pipeline up the trees (reduce) and down them (broadcast).
+// scale. Channels alternate between the two complementary binary trees of double_tree.h (channel c
+// uses tree c % 2 over the channel's ordering), so with two or more channels each tree carries about
+// half of the data, as NCCL's channels do; with one channel a single tree carries all of it. A channel
+// takes a contiguous part of the data, cut into messages of at most chunkElems that pipeline up the
+// tree (reduce) and down it (broadcast).
 //
-// A channel is one lane carrying both trees. Its steps come in rounds: round i reduces piece i up tree
-// 0 and tree 1, then (AllReduce) broadcasts piece i-lag down both trees. Every rank lists the rounds in
-// the same order and every round moves at most one message per connection, so executing the rounds
-// one after another over all ranks completes with one FIFO slot; with blocking, in-order connections
-// every schedule then completes. The lag lets a piece's reduction climb to the root and come back while
-// the lane goes on reducing later pieces (one lane, because broadcast results land on elements the
-// reduction reads in place, and lanes of a rank must not share elements).
+// A channel is one lane (the broadcast's results land on elements the reduction reads in place, and
+// lanes of a rank must not share elements). Its steps come in rounds: round i reduces piece i up the
+// tree and (AllReduce) broadcasts an earlier piece down it. Each connection carries one tree direction
+// only, so sender and receiver agree on message order; see kLagPerLevel for why the schedule needs no
+// more than two FIFO slots.
 #include <algorithm>
 
 #include "algorithms/build_helpers.h"
@@ -87,6 +87,12 @@ void broadcastDown(const TreeRole& t, const Range& p, const BufRef& rootSource, 
 }
 
 
+// AllReduce: a rank at depth d broadcasts piece i - kLagPerLevel*d in round i. Along every edge the
+// child then runs kLagPerLevel rounds ahead of its parent's broadcast, enough to cover the round trip
+// child -> parent -> child while the lane goes on reducing; deeper lags would need more than the two
+// FIFO slots an executor must offer (each edge holds up to kLagPerLevel messages in its two directions).
+constexpr uint64_t kLagPerLevel = 3;
+
 void treeChannel(const PlanRequest& req, int channel, const Range& part, Lane* lane, bool* needsScratch) {
   const int n = req.nranks;
   const detail::RingOrder order = detail::ringOrder(req, channel);
@@ -96,8 +102,7 @@ void treeChannel(const PlanRequest& req, int channel, const Range& part, Lane* l
   auto piece = [&](uint64_t m) { return fairPart(part.size(), pieces, m).shifted(part.begin); };
   switch (req.coll) {
     case Collective::AllReduce: {
-      const uint64_t c = getenv("LAG") ? atoi(getenv("LAG")) : 2;
-      const uint64_t lag = c * static_cast<uint64_t>(tree.depth);
+      const uint64_t lag = kLagPerLevel * static_cast<uint64_t>(tree.depth);
       for (uint64_t i = 0; i < pieces + lag; ++i) {
         if (i < pieces) reduceUp(tree, piece(i), kRecvBuffer, lane);
         if (i >= lag) broadcastDown(tree, piece(i - lag), recvRef(piece(i - lag).begin), lane);

@@ -103,7 +103,9 @@ TEST(Validation, RejectsBadRequests) {
     expectInvalid(bad, "buildP2pPlan");
   }
   Plan plan;
-  EXPECT_EQ(buildPlan(Algorithm::Tree, request(Collective::AllReduce, 4, 0, 8), &plan).code(), loomInvalidArgument);
+  // Hierarchical plans need the node shape; without it (ranksPerNode 0) the request is refused.
+  EXPECT_EQ(buildPlan(Algorithm::Hierarchical, request(Collective::AllReduce, 4, 0, 8), &plan).code(),
+            loomInvalidArgument);
 }
 
 TEST(Plans, CountZeroHasNoSteps) {
