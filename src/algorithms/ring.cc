@@ -4,6 +4,9 @@
 // Every rank's lane is a sequence in which sends and receives alternate in ring-step order, so a
 // schedule where all ranks advance one ring step at a time completes with a single FIFO slot; with
 // blocking, in-order connections that makes every schedule complete (no deadlock for any slot count).
+#include <algorithm>
+#include <vector>
+
 #include "algorithms/build_helpers.h"
 #include "algorithms/builders.h"
 
@@ -17,6 +20,23 @@ using detail::recvRef;
 using detail::RingOrder;
 using detail::sendRef;
 
+// The ring steps k = 0..2n-2 of an AllReduce loop of `size` elements whose chunk (pos - k) is not
+// empty, in order. With fewer elements than ranks only chunks 0..size-1 hold any; listing just their
+// steps keeps building plans for thousands of ranks linear in the data (the cost model does that).
+void nonEmptyRingSteps(int n, int pos, uint64_t size, std::vector<int>* steps) {
+  steps->clear();
+  if (size >= static_cast<uint64_t>(n)) {
+    for (int k = 0; k <= 2 * n - 2; ++k) steps->push_back(k);
+    return;
+  }
+  for (uint64_t j = 0; j < size; ++j) {
+    const int k = detail::wrap(pos - static_cast<int64_t>(j), n);
+    steps->push_back(k);
+    if (k + n <= 2 * n - 2) steps->push_back(k + n);
+  }
+  std::sort(steps->begin(), steps->end());
+}
+
 // AllReduce: reduce-scatter then all-gather around the ring. A channel's part is processed in loops of
 // at most n*chunkElems elements; inside a loop, chunk j (of n fair chunks) starts at ring position j.
 // At ring step k the rank at position pos handles chunk pos-k: step 0 sends its own, steps 1..n-2 add
@@ -26,9 +46,11 @@ using detail::sendRef;
 void ringAllReduce(const PlanRequest& req, const Range& part, const RingOrder& ring, Lane* lane) {
   const int n = req.nranks;
   const uint64_t loops = pieceCount(pieceCount(part.size(), req.chunkElems), n);
+  std::vector<int> ringSteps;
   for (uint64_t l = 0; l < loops; ++l) {
     const Range loop = fairPart(part.size(), loops, l).shifted(part.begin);
-    for (int k = 0; k <= 2 * n - 2; ++k) {
+    nonEmptyRingSteps(n, ring.pos, loop.size(), &ringSteps);
+    for (int k : ringSteps) {
       const Range c = fairPart(loop.size(), n, detail::wrap(ring.pos - k, n)).shifted(loop.begin);
       if (c.empty()) continue;
       Step step;

@@ -10,8 +10,6 @@
 // tree and (AllReduce) broadcasts an earlier piece down it. Each connection carries one tree direction
 // only, so sender and receiver agree on message order; see kLagPerLevel for why the schedule needs no
 // more than two FIFO slots.
-#include <algorithm>
-
 #include "algorithms/build_helpers.h"
 #include "algorithms/builders.h"
 #include "algorithms/double_tree.h"
@@ -25,24 +23,22 @@ using detail::Range;
 using detail::recvRef;
 using detail::sendRef;
 
-// One tree as this rank sees it, in ranks, with the part of the data it carries.
+// One tree as this rank sees it, in ranks.
 struct TreeRole {
   int parent = -1;
   int children[2] = {-1, -1};
   int nchildren = 0;
   int depth = 0;
-  Range data;
   bool isRoot() const { return parent < 0; }
 };
 
-TreeRole treeRole(const detail::RingOrder& order, int n, int tree, int rootPos, const Range& data) {
+TreeRole treeRole(const detail::RingOrder& order, int n, int tree, int rootPos) {
   const detail::TreeLinks links = detail::treeLinks(n, tree, rootPos, order.pos);
   TreeRole role;
   role.parent = links.parent < 0 ? -1 : order.at(links.parent);
   role.nchildren = links.nchildren;
   role.depth = links.depth;
   for (int i = 0; i < links.nchildren; ++i) role.children[i] = order.at(links.children[i]);
-  role.data = data;
   return role;
 }
 
@@ -86,7 +82,6 @@ void broadcastDown(const TreeRole& t, const Range& p, const BufRef& rootSource, 
   if (t.nchildren == 2) lane->steps.push_back(detail::sendStep(t.children[1], out, p.size()));
 }
 
-
 // AllReduce: a rank at depth d broadcasts piece i - kLagPerLevel*d in round i. Along every edge the
 // child then runs kLagPerLevel rounds ahead of its parent's broadcast, enough to cover the round trip
 // child -> parent -> child while the lane goes on reducing; deeper lags would need more than the two
@@ -97,7 +92,7 @@ void treeChannel(const PlanRequest& req, int channel, const Range& part, Lane* l
   const int n = req.nranks;
   const detail::RingOrder order = detail::ringOrder(req, channel);
   const int rootPos = req.coll == Collective::AllReduce ? -1 : order.positionOf(req.root);
-  const TreeRole tree = treeRole(order, n, channel % 2, rootPos, part);
+  const TreeRole tree = treeRole(order, n, channel % 2, rootPos);
   const uint64_t pieces = pieceCount(part.size(), req.chunkElems);
   auto piece = [&](uint64_t m) { return fairPart(part.size(), pieces, m).shifted(part.begin); };
   switch (req.coll) {
@@ -116,7 +111,8 @@ void treeChannel(const PlanRequest& req, int channel, const Range& part, Lane* l
     case Collective::Broadcast:
       for (uint64_t i = 0; i < pieces; ++i) broadcastDown(tree, piece(i), sendRef(piece(i).begin), lane);
       // The root's own copy comes last so that its first messages leave at once (a no-op in place).
-      if (req.rank == req.root) lane->steps.push_back(detail::copyStep(sendRef(part.begin), recvRef(part.begin), part.size(), false));
+      if (req.rank == req.root)
+        lane->steps.push_back(detail::copyStep(sendRef(part.begin), recvRef(part.begin), part.size(), false));
       break;
     default: break;
   }

@@ -89,6 +89,9 @@ Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s,
       std::memcpy(out, in, bytes);
       if (s.dst.valid()) std::memcpy(at(bp, s.dst), in, bytes);
       break;
+    case StepKind::Reduce:  // local: dst holds the running total and comes first (one-shot's bitwise order)
+      reduceArrays(at(bp, s.dst), at(bp, s.dst), at(bp, s.src), s.count, bp.dtype, bp.op, s.finalize);
+      break;
     case StepKind::Copy: {
       char* dst = at(bp, s.dst);
       const char* src = at(bp, s.src);

@@ -36,6 +36,24 @@ TEST(Names, AreDistinct) {
   EXPECT_STREQ(algorithmName(Algorithm::Direct), "direct");
   EXPECT_STREQ(algorithmName(Algorithm::Tree), "tree");
   EXPECT_STREQ(algorithmName(Algorithm::Hierarchical), "hier");
+  EXPECT_STREQ(algorithmName(Algorithm::OneShot), "oneshot");
+  EXPECT_STREQ(stepKindName(StepKind::Reduce), "Reduce");
+  for (Algorithm a : kAllAlgorithms) {
+    Algorithm parsed = Algorithm::Ring;
+    EXPECT_TRUE(parseAlgorithmName(algorithmName(a), &parsed));
+    EXPECT_EQ(parsed, a);
+  }
+  Algorithm parsed = Algorithm::Ring;
+  EXPECT_FALSE(parseAlgorithmName("rings", &parsed));
+  EXPECT_FALSE(parseAlgorithmName("", &parsed));
+}
+
+// Existing values must not move: they are part of plan cache keys and traces.
+TEST(Names, EnumValuesAreStable) {
+  EXPECT_EQ(static_cast<int>(StepKind::Copy), 5);
+  EXPECT_EQ(static_cast<int>(StepKind::Reduce), 6);
+  EXPECT_EQ(static_cast<int>(Algorithm::Hierarchical), 3);
+  EXPECT_EQ(static_cast<int>(Algorithm::OneShot), 4);
 }
 
 TEST(BufferSizes, FollowNccl) {
@@ -102,10 +120,31 @@ TEST(Validation, RejectsBadRequests) {
     bad.coll = Collective::SendRecv;
     expectInvalid(bad, "buildP2pPlan");
   }
+  // Algorithms that serve only some collectives or shapes say so.
   Plan plan;
+  for (Collective coll : {Collective::AllGather, Collective::ReduceScatter, Collective::AlltoAll, Collective::Gather,
+                          Collective::Scatter})
+    EXPECT_EQ(buildPlan(Algorithm::Tree, request(coll, 4, 0, 8), &plan).code(), loomInvalidArgument);
+  for (Collective coll : {Collective::Broadcast, Collective::Reduce, Collective::AllGather}) {
+    PlanRequest req = request(coll, 4, 0, 8);
+    req.ranksPerNode = 2;
+    EXPECT_EQ(buildPlan(Algorithm::Hierarchical, req, &plan).code(), loomInvalidArgument);
+    EXPECT_EQ(buildPlan(Algorithm::OneShot, req, &plan).code(), loomInvalidArgument);
+  }
   // Hierarchical plans need the node shape; without it (ranksPerNode 0) the request is refused.
-  EXPECT_EQ(buildPlan(Algorithm::Hierarchical, request(Collective::AllReduce, 4, 0, 8), &plan).code(),
-            loomInvalidArgument);
+  PlanRequest hier = request(Collective::AllReduce, 6, 0, 8);
+  for (int rpn : {0, 4, 7}) {
+    hier.ranksPerNode = rpn;
+    const Status st = buildPlan(Algorithm::Hierarchical, hier, &plan);
+    EXPECT_EQ(st.code(), loomInvalidArgument) << rpn;
+    EXPECT_NE(st.message().find("ranksPerNode"), std::string::npos) << st.message();
+  }
+  // One-shot plans are for one message per peer.
+  PlanRequest big = request(Collective::AllReduce, 4, 0, 9);
+  big.chunkElems = 8;
+  const Status st = buildPlan(Algorithm::OneShot, big, &plan);
+  EXPECT_EQ(st.code(), loomInvalidArgument);
+  EXPECT_NE(st.message().find("small messages"), std::string::npos) << st.message();
 }
 
 TEST(Plans, CountZeroHasNoSteps) {

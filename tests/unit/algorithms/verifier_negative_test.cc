@@ -11,6 +11,8 @@ namespace loom {
 namespace {
 
 using detail::copyStep;
+using detail::reduceStep;
+using detail::ref;
 using detail::recvReduceStep;
 using detail::recvRef;
 using detail::recvStep;
@@ -219,6 +221,63 @@ TEST(VerifierRejects, MalformedSteps) {
     for (Step& step : lane.steps)
       if (step.kind == StepKind::Recv) step.dst.offset = step.recvPeer == 1 ? 6 : 3;
   expectRejected(gather3, misplaced, "rank 0 recv[3] holds send[0] of rank(s) {2}, expected send[0] of rank(s) {1}");
+}
+
+// A one-shot style AllReduce over local Reduce steps: receive the peer's vector, combine it into
+// the output. Correct as built; each test below breaks one rule of the Reduce step.
+std::vector<Plan> twoRankLocalReduce(const PlanRequest& req) {
+  std::vector<Plan> plans;
+  for (int r = 0; r < 2; ++r) {
+    Plan plan = handPlan(req, r,
+                         {{copyStep(sendRef(0), ref(kScratchBuffer, 0), req.count, false),
+                           sendStep(1 - r, ref(kScratchBuffer, 0), req.count),
+                           recvStep(1 - r, recvRef(0), req.count),
+                           reduceStep(ref(kScratchBuffer, 0), recvRef(0), req.count, true)}});
+    plan.scratchElems = req.count;
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+TEST(VerifierRejects, NothingWhenLocalReduceIsCorrect) {
+  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const Status st = verifyPlans(req, twoRankLocalReduce(req));
+  EXPECT_TRUE(st.ok()) << st.message();
+}
+
+TEST(VerifierRejects, LocalReduceIntoNothing) {
+  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  auto plans = twoRankLocalReduce(req);
+  plans[0].lanes[0].steps.erase(plans[0].lanes[0].steps.begin() + 2);  // the receive into recv
+  plans[1].lanes[0].steps.erase(plans[1].lanes[0].steps.begin() + 1);  // and its send
+  expectRejected(req, plans, "rank 0 lane 0 step 2 (Reduce): reads recv[0] before anything was written");
+}
+
+TEST(VerifierRejects, LocalReduceWithItself) {
+  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  auto plans = twoRankLocalReduce(req);
+  plans[1].lanes[0].steps[3].src = recvRef(0);
+  expectRejected(req, plans, "rank 1 lane 0 step 3 (Reduce): reduces elements with themselves");
+  auto overlap = twoRankLocalReduce(req);
+  overlap[1].lanes[0].steps[3].src = recvRef(1);
+  overlap[1].lanes[0].steps[3].count = 2;
+  expectRejected(req, overlap, "overlap");
+}
+
+TEST(VerifierRejects, LocalReduceCountingTwice) {
+  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  auto plans = twoRankLocalReduce(req);
+  auto& steps = plans[0].lanes[0].steps;
+  steps[3].finalize = false;
+  steps.push_back(reduceStep(ref(kScratchBuffer, 0), recvRef(0), 3, true));
+  expectRejected(req, plans, "rank 0 lane 0 step 4 (Reduce): recv[0] counts a contribution twice");
+}
+
+TEST(VerifierRejects, LocalReduceOutsideReductions) {
+  const PlanRequest req = request(Collective::AllGather, 2, 3);
+  auto plans = built(Algorithm::Ring, req);
+  plans[0].lanes[0].steps.push_back(reduceStep(sendRef(0), recvRef(0), 3, false));
+  expectRejected(req, plans, "reduces in a collective without reduction");
 }
 
 }  // namespace

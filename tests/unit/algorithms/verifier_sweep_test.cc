@@ -1,6 +1,7 @@
-// Every builder x collective, proven by the verifier over ranks 1..64, awkward counts, chunk sizes,
+// Ring, direct and tree x every collective they serve, proven by the verifier over ranks 1..64, awkward counts, chunk sizes,
 // channel counts, custom ring orderings and every root (a spread of roots past 9 ranks), out of place
-// and in place. Large shapes use fewer counts so the suite stays fast.
+// and in place. Large shapes use fewer counts so the suite stays fast. One-shot and hierarchical
+// plans, which serve only some shapes, have their own sweeps (one_shot_test.cc, hierarchical_test.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -113,6 +114,8 @@ std::vector<SweepCase> sweepCases() {
   for (Collective coll : {Collective::AllReduce, Collective::Broadcast, Collective::Reduce, Collective::AllGather,
                           Collective::ReduceScatter})
     cases.push_back({Algorithm::Ring, coll});
+  for (Collective coll : {Collective::AllReduce, Collective::Broadcast, Collective::Reduce})
+    cases.push_back({Algorithm::Tree, coll});
   // Ring plans of AlltoAll, Gather and Scatter are the direct ones (checked in builders_test).
   for (Collective coll : {Collective::AllReduce, Collective::Broadcast, Collective::Reduce, Collective::AllGather,
                           Collective::ReduceScatter, Collective::AlltoAll, Collective::Gather, Collective::Scatter})
