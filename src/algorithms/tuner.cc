@@ -177,8 +177,9 @@ Status Tuner::choosePlan(const TuneRequest& req, TuneChoice* choice) {
     // Nothing moves between ranks: any builder gives the same (empty or single-copy) plan.
     *choice = TuneChoice{};
     choice->chunkElems = std::max<uint64_t>(1, req.slotBytes / req.elemSize);
-    if (req.forcedAlgorithm && applies(*req.forcedAlgorithm, req.coll)) choice->algorithm = *req.forcedAlgorithm;
-    else if (!applies(Algorithm::Ring, req.coll)) choice->algorithm = Algorithm::Direct;
+    // A forced algorithm is not used: some cannot build these shapes (hier without nodes, oneshot
+    // above one message) and none would move anything.
+    if (!applies(Algorithm::Ring, req.coll)) choice->algorithm = Algorithm::Direct;
     return Status::Ok();
   }
   const int cls = sizeClass(req.count * req.elemSize);

@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <set>
+
 #include "base/env.h"
 #include "base/log.h"
 #include "bootstrap/host_identity.h"
@@ -21,6 +23,18 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   s.nslots = static_cast<size_t>(envInt("LOOM_FIFO_SLOTS", 4));
   s.forcedTransport = envString("LOOM_TRANSPORT", "");
   s.checkSignatures = envInt("LOOM_CHECK", 0) != 0;
+  const std::string algo = envString("LOOM_ALGO", "");
+  if (!algo.empty()) {
+    Algorithm forced;
+    if (!parseAlgorithmName(algo, &forced))
+      return invalidArgument("LOOM_ALGO={} is not one of ring, tree, direct, hier, oneshot", algo);
+    s.forcedAlgorithm = forced;
+  }
+  if (!envString("LOOM_CHUNK_BYTES", "").empty()) s.forcedChunkBytes = s.chunkBytes;
+  if (!envString("LOOM_NCHANNELS", "").empty()) s.forcedChannels = s.nchannels;
+  s.ranksPerNode = static_cast<int>(envInt("LOOM_RANKS_PER_NODE", 0));
+  s.verifyPlans = static_cast<int>(envInt("LOOM_VERIFY", -1));
+  if (s.ranksPerNode < 0) return invalidArgument("LOOM_RANKS_PER_NODE={} is negative", s.ranksPerNode);
   if (config) {
     if (config->magic != LOOM_CONFIG_MAGIC || config->size < offsetof(loomConfig_t, timeoutMs))
       return invalidArgument("config was not initialised with LOOM_CONFIG_INITIALIZER");
@@ -35,12 +49,32 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   if (s.chunkBytes < 64 || s.chunkBytes > (64u << 20))
     return invalidArgument("LOOM_CHUNK_BYTES={} is outside 64 B..64 MiB", s.chunkBytes);
   s.chunkBytes = (s.chunkBytes + 63) & ~size_t{63};
+  if (s.forcedChunkBytes) s.forcedChunkBytes = s.chunkBytes;
   if (s.nchannels < 1 || s.nchannels > 16) return invalidArgument("LOOM_NCHANNELS={} is outside 1..16", s.nchannels);
   if (!s.forcedTransport.empty() && s.forcedTransport != "shm" && s.forcedTransport != "socket")
     return invalidArgument("LOOM_TRANSPORT={} is not one of shm, socket", s.forcedTransport);
   *out = s;
   return Status::Ok();
 }
+
+namespace {
+
+// Ranks per node when ranks sit on hosts in equal, contiguous blocks (the shape the hierarchical
+// plans and the machine model describe); 0 for one host or any other arrangement.
+int ranksPerHost(const std::vector<PeerLocation>& peers) {
+  size_t block = 1;
+  while (block < peers.size() && peers[block].hostHash == peers[0].hostHash) ++block;
+  if (block == peers.size() || peers.size() % block != 0) return 0;
+  std::set<uint64_t> hosts;
+  for (size_t start = 0; start < peers.size(); start += block) {
+    if (!hosts.insert(peers[start].hostHash).second) return 0;  // a host's ranks are not contiguous
+    for (size_t r = start; r < start + block; ++r)
+      if (peers[r].hostHash != peers[start].hostHash) return 0;
+  }
+  return static_cast<int>(block);
+}
+
+}  // namespace
 
 Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config) {
   if (nranks < 1) return invalidArgument("nranks {} must be at least 1", nranks);
@@ -75,10 +109,14 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   int ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed = localRanks > ncpus;
   comm->spinNs = envInt("LOOM_SPIN_US", comm->oversubscribed ? 5 : 2000) * 1000;
+  MachineModel machine = defaultMachine(nranks, comm->settings.ranksPerNode ? comm->settings.ranksPerNode
+                                                                             : ranksPerHost(peers));
+  machine.fifoSlots = static_cast<int>(comm->settings.nslots);
+  comm->tuner = std::make_unique<Tuner>(machine);
   comm->tracer = Tracer::fromEnvironment(rank, comm->settings.name);
   if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm);
-  LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks)", comm->describe(), options.nchannels,
-            options.slotBytes >> 10);
+  LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks, {} rank(s) per node)", comm->describe(),
+            options.nchannels, options.slotBytes >> 10, machine.ranksInNode());
   return Status::Ok();
 }
 

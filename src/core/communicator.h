@@ -5,10 +5,12 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "core/async_engine.h"
 #include "core/plan_cache.h"
@@ -36,6 +38,13 @@ struct CommSettings {
   std::string forcedTransport;
   bool blocking = true;
   bool checkSignatures = false;  // LOOM_CHECK
+  // What the user forced on the tuner (unset/0: tuned). chunkBytes above is the transports' slot
+  // either way; forcedChunkBytes is set only when LOOM_CHUNK_BYTES is.
+  std::optional<Algorithm> forcedAlgorithm;  // LOOM_ALGO
+  uint64_t forcedChunkBytes = 0;
+  int forcedChannels = 0;  // LOOM_NCHANNELS
+  int ranksPerNode = 0;    // LOOM_RANKS_PER_NODE: emulate nodes of this many ranks; 0: by host
+  int verifyPlans = -1;    // LOOM_VERIFY: 1 every plan, 0 none, -1 small ones (planner.cc)
 };
 
 Status readCommSettings(const loomConfig_t* config, CommSettings* out);
@@ -63,6 +72,10 @@ struct loomComm {
   std::string fatalError;  // the first error that broke the communicator
 
   std::atomic<uint64_t> opCount{0};  // written under `busy`, read by loomCommWaitOp from any thread
+  // Picks algorithm, chunk and channels per call. Every rank builds the same machine model from
+  // what all ranks agree on (rank count, node shape, settings), so every rank makes the same choice.
+  std::unique_ptr<loom::Tuner> tuner;
+  // Keyed without rings or node shape: both are fixed for the communicator's lifetime.
   loom::PlanCache planCache;
   int64_t spinNs = 0;           // spin this long before sleeping (short when ranks outnumber cores)
   bool oversubscribed = false;  // more ranks on this host than cores we may run on

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "algorithms/builders.h"
+#include "algorithms/verifier.h"
 #include "base/datatype.h"
 #include "base/env.h"
 #include "base/log.h"
@@ -13,22 +14,34 @@
 namespace loom {
 namespace {
 
-bool defaultIsDirect(Collective c) {
-  return c == Collective::AlltoAll || c == Collective::Gather || c == Collective::Scatter;
+// The tuner's choice for this call (LOOM_ALGO/LOOM_CHUNK_BYTES/LOOM_NCHANNELS as overrides), as the
+// request that builds this rank's plan.
+Status choosePlan(loomComm_t comm, const Operation& op, Algorithm* algo, PlanRequest* req, std::string* note) {
+  TuneRequest t;
+  t.coll = op.coll;
+  t.count = op.count;
+  t.elemSize = dataTypeSize(op.dtype);
+  t.root = op.root;
+  t.slotBytes = comm->transports->slotBytes();
+  t.maxChannels = comm->transports->nchannels();
+  t.forcedAlgorithm = comm->settings.forcedAlgorithm;
+  t.forcedChunkBytes = comm->settings.forcedChunkBytes;
+  t.forcedChannels = comm->settings.forcedChannels;
+  TuneChoice choice;
+  LOOM_TRY(comm->tuner->choosePlan(t, &choice));
+  *algo = choice.algorithm;
+  *req = comm->tuner->planRequest(t, choice, comm->rank);
+  *note = std::move(choice.note);
+  return Status::Ok();
 }
 
-Status chooseAlgorithm(Collective coll, Algorithm* algo) {
-  std::string forced = envString("LOOM_ALGO", "");
-  if (forced.empty()) {
-    *algo = defaultIsDirect(coll) ? Algorithm::Direct : Algorithm::Ring;
-  } else if (forced == "ring") {
-    *algo = Algorithm::Ring;
-  } else if (forced == "direct") {
-    *algo = Algorithm::Direct;
-  } else {
-    return invalidArgument("LOOM_ALGO={} is not one of ring, direct", forced);
-  }
-  return Status::Ok();
+// LOOM_VERIFY: 1 proves every new plan with the symbolic verifier before it runs, 0 none; by default
+// shapes small enough to prove in a few milliseconds are proven (the verifier runs every
+// rank's plan, so its cost grows with count x nranks).
+bool shouldVerify(int setting, const PlanRequest& req) {
+  constexpr uint64_t kDefaultVerifyElems = 1024;
+  if (setting == 0 || req.nranks > 64) return false;
+  return setting == 1 || req.count * static_cast<uint64_t>(req.nranks) <= kDefaultVerifyElems;
 }
 
 double scalarAsDouble(const void* p, loomDataType_t dtype) {
@@ -87,7 +100,9 @@ std::string describeCollective(const BoundPlan& bp) {
   if (op.coll == Collective::Broadcast || op.coll == Collective::Reduce || op.coll == Collective::Gather ||
       op.coll == Collective::Scatter)
     text += fmt::format(", root {}", op.root);
-  return text + ")";
+  text += ")";
+  if (bp.plan) text += " via " + bp.plan->algorithm;  // "via ring": which plan ran, in errors and traces
+  return text;
 }
 
 std::string describeGroup(const BoundPlan& bp) {
@@ -124,17 +139,10 @@ Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, ReduceOp* out
 }
 
 Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out) {
-  Algorithm algo;
-  LOOM_TRY(chooseAlgorithm(op.coll, &algo));
+  Algorithm algo = Algorithm::Ring;
   PlanRequest req;
-  req.coll = op.coll;
-  req.nranks = comm->nranks;
-  req.rank = comm->rank;
-  req.root = op.root;
-  req.count = op.count;
-  req.elemSize = dataTypeSize(op.dtype);
-  req.chunkElems = std::max<uint64_t>(1, comm->transports->slotBytes() / req.elemSize);
-  req.nchannels = comm->transports->nchannels();
+  std::string note;
+  LOOM_TRY(choosePlan(comm, op, &algo, &req, &note));
   out->call = op;
   out->seq = comm->opCount;
   out->describe = describeCollective;
@@ -143,6 +151,16 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out) {
   if (!out->plan) {
     auto plan = std::make_shared<Plan>();
     LOOM_TRY(buildPlan(algo, req, plan.get()).withContext(describeCollective(*out)));
+    if (shouldVerify(comm->settings.verifyPlans, req)) {
+      // Every rank proves the same plans, so every rank refuses together instead of hanging.
+      Status proof = verifyAlgorithm(algo, req);
+      if (!proof.ok())
+        return internalError("{}: the {} plan failed verification and was not run: {}", describeCollective(*out),
+                             algorithmName(algo), proof.message());
+    }
+    if (!note.empty()) LOOM_WARN(Tune, "{}: {}", describeCollective(*out), note);
+    LOOM_INFO(Tune, "{}: {} with {} B chunks on {} channel(s)", describeCollective(*out), algorithmName(algo),
+              req.chunkElems * req.elemSize, req.nchannels);
     comm->planCache.insert(key, plan);
     out->plan = std::move(plan);
   }
