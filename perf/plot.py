@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from results import load  # noqa: E402
+from results import load, medians  # noqa: E402
 
 
 def main():
@@ -20,7 +20,7 @@ def main():
     fig, (bw, lat) = plt.subplots(1, 2, figsize=(12, 4.5))
     for spec in sys.argv[2:]:
         path, _, label = spec.partition(":")
-        rows = sorted(load(path, label or None), key=lambda r: r["bytes"])
+        rows = sorted(medians(load(path, label or None)), key=lambda r: r["bytes"])
         if not rows:
             continue
         name = label or rows[0]["library"]

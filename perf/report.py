@@ -5,7 +5,7 @@ usage: report.py OUT.md MACHINE_JSON COMMANDS_FILE PLOT_PNG loom.json mpich.json
 import json
 import sys
 
-from results import load
+from results import load, medians
 
 
 def fmt_size(n):
@@ -20,10 +20,13 @@ def main():
     libs = ["loom", "mpich", "gloo"]
     rows = {}
     for lib, path in zip(libs, files):
-        for r in load(path, lib):
+        for r in medians(load(path, lib)):
             rows.setdefault((r["collective"], int(r["bytes"])), {})[lib] = r
     limits = json.load(open(machine))
+    repeats = max((r.get("repeats", 1) for by in rows.values() for r in by.values()), default=1)
     lines = [
+        f"Each figure is the median of {repeats} interleaved run(s) of each benchmark.",
+        "",
         f"Physical limit on this machine: single-thread memcpy {limits['dram_gbs']:.1f} GB/s from DRAM "
         f"(64 MiB), {limits['cache_gbs']:.1f} GB/s in cache (256 KiB).",
         "",

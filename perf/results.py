@@ -1,5 +1,6 @@
 """Reads benchmark results: loom-perf --json arrays and the JSON lines of mpi_bench / gloo_bench."""
 import json
+import statistics
 
 
 def load(path, library=None):
@@ -17,4 +18,22 @@ def load(path, library=None):
         if library:
             row["library"] = library
         out.append(row)
+    return out
+
+
+def medians(rows):
+    """One row per (library, collective, nranks, bytes): the repeat with the median time, so that one
+    disturbed run (another process took the core) does not decide the figure. Adds "repeats"."""
+    groups = {}
+    for row in rows:
+        key = (row["library"], row["collective"], row.get("nranks"), int(row["bytes"]))
+        groups.setdefault(key, []).append(row)
+    out = []
+    for group in groups.values():
+        ordered = sorted(group, key=lambda r: r["time_us"])
+        middle = dict(ordered[(len(ordered) - 1) // 2])
+        middle["time_us"] = statistics.median(r["time_us"] for r in ordered)
+        middle["busbw_gbs"] = statistics.median(r["busbw_gbs"] for r in ordered)
+        middle["repeats"] = len(ordered)
+        out.append(middle)
     return out

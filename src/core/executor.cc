@@ -144,7 +144,8 @@ Status PlanRunner::advance(bool* progressed) {
     bool drained = true;
     for (SendConnection* c : sendsUsed_) {
       bool d = true;
-      LOOM_TRY(c->flush(&d).withContext(describePlan(bp)));
+      // The description is formatted only on failure: this runs for every operation.
+      if (Status st = c->flush(&d); !st.ok()) return st.withContext(describePlan(bp));
       drained = drained && d;
     }
     if (!lanesDone || !drained) return Status::Ok();
@@ -181,7 +182,7 @@ Status PlanRunner::checkBlockedPeers() const {
   // failed because of another carries that cause in its reason, so the dead rank is still named.
   for (const LaneState& ls : lanes_)
     if (ls.waitingOn != Wait::None && ls.waitPeer >= 0)
-      LOOM_TRY(work_->transports->peerHealth(ls.waitPeer).withContext(describeCurrent()));
+      if (Status st = work_->transports->peerHealth(ls.waitPeer); !st.ok()) return st.withContext(describeCurrent());
   return Status::Ok();
 }
 
