@@ -32,6 +32,14 @@ MachineModel defaultMachine(int nranks, int ranksPerNode) {
   return m;
 }
 
+MachineModel hostMemoryMachine(int nranks, int ranksPerNode) {
+  MachineModel m = defaultMachine(nranks, ranksPerNode);
+  m.intraGbs = 12.0;
+  m.copyGbs = 12.0;
+  m.intraLatencyUs = 0.7;
+  return m;
+}
+
 Status applyTopology(const SystemGraph& graph, MachineModel* machine) {
   GpuChannels channels;
   if (graph.gpuCount() > 1) {

@@ -42,6 +42,12 @@ struct MachineModel {
 // Configured defaults for nranks ranks, ranksPerNode per node (0: unknown, one node).
 MachineModel defaultMachine(int nranks, int ranksPerNode);
 
+// Host memory over the shm/socket transports, as the core runs it: every step's bytes are copied by
+// the CPU (copyGbs), so algorithms that move more bytes per rank (one-shot, tree) lose earlier than on
+// a GPU fabric. Values measured with loom-perf and LOOM_TRACE_FILE on a 2-core x86-64 VM (256 KiB
+// FIFO steps at ~12 GB/s, 8 B allreduce ~1.9 us for 2 ranks); see docs/PERFORMANCE.md.
+MachineModel hostMemoryMachine(int nranks, int ranksPerNode);
+
 // Refines a machine from one host's topology: the intra-node rate becomes the bus bandwidth of the
 // channels the topology search finds (nccl-tests' ring allreduce busbw), and NICs come from the graph
 // where the machine has none configured by the caller (nicsPerNode <= 0, nicGbs <= 0).

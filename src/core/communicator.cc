@@ -109,8 +109,8 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   int ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed = localRanks > ncpus;
   comm->spinNs = envInt("LOOM_SPIN_US", comm->oversubscribed ? 5 : 2000) * 1000;
-  MachineModel machine = defaultMachine(nranks, comm->settings.ranksPerNode ? comm->settings.ranksPerNode
-                                                                             : ranksPerHost(peers));
+  MachineModel machine = hostMemoryMachine(nranks, comm->settings.ranksPerNode ? comm->settings.ranksPerNode
+                                                                                : ranksPerHost(peers));
   machine.fifoSlots = static_cast<int>(comm->settings.nslots);
   comm->tuner = std::make_unique<Tuner>(machine);
   comm->tracer = Tracer::fromEnvironment(rank, comm->settings.name);
