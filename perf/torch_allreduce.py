@@ -74,6 +74,27 @@ def benchmark(args):
     return rows
 
 
+def write_markdown(args, world, rows):
+    import datetime
+    import platform
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from doc_section import replace_section
+
+    lines = [f"Measured {datetime.date.today()} with `python3 perf/torch_allreduce.py -np {world} -b {args.min_bytes} "
+             f"-e {args.max_bytes} -f {args.step} --markdown` on {platform.machine()}, {os.cpu_count()} cores, torch "
+             f"{torch.__version__}: `dist.all_reduce` ({args.dtype}, sum, in place, CPU tensors) through a Loom process "
+             "group and a Gloo one in the same processes; time is the slowest rank's mean.", "",
+             "| size | loom us | gloo us | loom GB/s | gloo GB/s | gloo time / loom time |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {human(r['bytes'])} | {r['loom_us']:.1f} | {r['gloo_us']:.1f} | {r['loom_GBps']:.3f} | "
+                     f"{r['gloo_GBps']:.3f} | {r['ratio']:.2f}x |")
+    doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "PERFORMANCE.md")
+    replace_section(doc, f"## PyTorch dist.all_reduce on CPU tensors, {world} ranks", "\n".join(lines))
+
+
 def header(args, world):
     print(f"# dist.all_reduce, {args.dtype}, sum, CPU tensors, {world} ranks, torch {torch.__version__}")
     print(f"{'size':>10} {'iters':>6} {'loom us':>12} {'gloo us':>12} {'loom GB/s':>10} {'gloo GB/s':>10} "
@@ -95,6 +116,8 @@ def main_body(args):
         with open(args.json, "w") as f:
             json.dump({"world_size": dist.get_world_size(), "dtype": args.dtype, "torch": torch.__version__,
                        "rows": rows}, f, indent=1)
+    if dist.get_rank() == 0 and args.markdown:
+        write_markdown(args, dist.get_world_size(), rows)
     dist.destroy_process_group()
 
 
@@ -108,6 +131,8 @@ def main():
     p.add_argument("--budget", type=float, default=0.2, help="rough seconds per size and backend")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--markdown", action="store_true",
+                   help="also write the table into docs/PERFORMANCE.md (section per world size)")
     args = p.parse_args()
     if "RANK" in os.environ:  # torchrun and friends
         import loom.torch  # noqa: F401
