@@ -69,7 +69,11 @@ typedef enum {
   loomBfloat16 = 9,
   loomFloat8e4m3 = 10,
   loomFloat8e5m2 = 11,
-  loomNumTypes = 12
+  loomNumTypes = 12,
+  /* Not a type. It gives the enum the whole range of int, so that C++ (the library, and C++ callers
+   * such as tests) may hold any value a C caller passes and reject it; a value outside an enum's range
+   * is undefined behaviour in C++ (UndefinedBehaviorSanitizer reports dtype 99 and -1 otherwise). */
+  loomDataTypeIntRange = INT32_MIN
 } loomDataType_t;
 
 /* Values >= loomNumOps are custom operators made by loomRedOpCreatePreMulSum. */
@@ -80,7 +84,8 @@ typedef enum {
   loomMin = 3,
   loomAvg = 4,
   loomNumOps = 5,
-  loomMaxRedOp = 0x7fffffff
+  loomMaxRedOp = 0x7fffffff,
+  loomRedOpIntRange = INT32_MIN /* not an operator: the whole range of int, as for loomDataTypeIntRange */
 } loomRedOp_t;
 
 typedef enum { loomScalarDevice = 0, loomScalarHostImmediate = 1 } loomScalarResidence_t;

@@ -15,7 +15,11 @@ using namespace loom;
 
 namespace {
 
-void destroyComm(loomComm_t comm) { delete comm; }
+// Calls still leaving (a released operation recording its error) finish before the memory goes.
+void destroyComm(loomComm_t comm) {
+  waitForCommCalls(comm);
+  delete comm;
+}
 
 Status initRank(loomComm_t* out, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config,
                 int cudaDevice) {

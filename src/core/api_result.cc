@@ -1,7 +1,9 @@
 #include "core/api_result.h"
 
+#include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "base/log.h"
 #include "core/communicator.h"
@@ -10,6 +12,22 @@ namespace loom {
 
 namespace {
 thread_local std::string tlsLastError;
+}  // namespace
+
+CommCallGuard::CommCallGuard(loomComm_t comm) : comm_(comm) {
+  if (comm_) comm_->callsInFlight.fetch_add(1, std::memory_order_acquire);
+}
+
+// The decrement is this call's last touch of the communicator: once it reads zero, destroy may free.
+CommCallGuard::~CommCallGuard() {
+  if (comm_) comm_->callsInFlight.fetch_sub(1, std::memory_order_release);
+}
+
+void waitForCommCalls(loomComm_t comm) {
+  // Calls still leaving only record their error: a short poll is enough, and keeps the hot path to
+  // one atomic per call.
+  while (comm->callsInFlight.load(std::memory_order_acquire) != 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
 void setThreadLastError(const std::string& message) { tlsLastError = message; }

@@ -63,6 +63,7 @@ struct loomComm {
   std::unique_ptr<loom::AsyncEngine> engine;
 
   std::atomic<bool> aborted{false};
+  std::atomic<int> callsInFlight{0};  // API calls naming this communicator (core/api_result.h)
   std::atomic<int> asyncError{loomSuccess};
   bool finalized = false;
   std::mutex busy;  // held while an operation runs on this communicator

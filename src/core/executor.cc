@@ -16,7 +16,7 @@ inline char* at(const BoundPlan& bp, const BufRef& ref) { return bp.buffers[ref.
 
 inline void cpuRelax() { __builtin_ia32_pause(); }
 
-constexpr int64_t kPureSpinNs = 30'000;       // past this, waiting ranks yield while they spin
+constexpr int64_t kPureSpinNs = 5'000;  // past this, waiting ranks yield while they spin (a busy core may hold the peer)
 constexpr uint64_t kHealthCheckNs = 100'000'000;  // how often a stalled wait looks for dead peers
 
 }  // namespace

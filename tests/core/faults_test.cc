@@ -38,10 +38,18 @@ void killOneOfThree(const char* transport) {
   const int n = 3;
   char dir[] = "/tmp/loom-fault-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
+  // Children wait at this gate until all are forked: otherwise the bootstrap root thread of this
+  // process may be allocating (serving an earlier child) during a fork, and under AddressSanitizer,
+  // whose allocator takes no locks around fork, the next child inherits a held lock and hangs.
+  int gate[2];
+  ASSERT_EQ(pipe(gate), 0);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
+      close(gate[1]);
+      char c;
+      if (read(gate[0], &c, 1) != 0) _exit(12);  // end of file: the parent closed the gate
       loomComm_t comm;
       if (loomCommInitRank(&comm, n, id, r) != loomSuccess) _exit(10);
       const size_t count = 16u << 20;  // 64 MiB of floats
@@ -55,6 +63,8 @@ void killOneOfThree(const char* transport) {
     }
     pids.push_back(pid);
   }
+  close(gate[0]);
+  close(gate[1]);
   if (transport) unsetenv("LOOM_TRANSPORT");
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   kill(pids[2], SIGKILL);

@@ -7,7 +7,11 @@
 
 #include "kernels/cpu/reduce_impl.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
+// Not under ThreadSanitizer: GCC instruments the ifunc resolvers it generates, and the loader runs
+// them while relocating, before the TSan runtime is set up, so every TSan binary crashed at start
+// (the baseline copy is what TSan then checks; the wider copies are the same source).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \
+    !defined(__SANITIZE_THREAD__)
 // x86-64-v4: AVX-512 F/BW/DQ/VL (BW for the 8- and 16-bit types); x86-64-v3: AVX2, FMA, F16C.
 #define LOOM_CPU_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
 #elif defined(__GNUC__)

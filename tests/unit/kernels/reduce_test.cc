@@ -124,7 +124,9 @@ uint64_t referenceInt(const Dtype& t, TestOp op, uint64_t a, uint64_t b, bool fi
   const __int128 y = isSigned ? __int128(signExtend(t, b)) : __int128(b);
   __int128 r;
   switch (op) {
-    case TestOp::Prod: r = x * y; break;
+    // In unsigned __int128: two uint64 values can multiply past the signed range (undefined
+    // behaviour), and only the low bits, the same either way, are kept.
+    case TestOp::Prod: r = __int128(static_cast<unsigned __int128>(x) * static_cast<unsigned __int128>(y)); break;
     case TestOp::Max: r = x > y ? x : y; break;
     case TestOp::Min: r = x < y ? x : y; break;
     default: r = x + y; break;
