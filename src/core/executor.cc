@@ -21,7 +21,7 @@ constexpr uint64_t kHealthCheckNs = 100'000'000;  // how often a stalled wait lo
 
 }  // namespace
 
-void PlanRunner::startPlan() {
+Status PlanRunner::startPlan() {
   BoundPlan& bp = work_->plans[planIndex_];
   if (bp.stageFrom) {
     if (bp.stageScales)
@@ -35,13 +35,20 @@ void PlanRunner::startPlan() {
     for (const Step& s : lane.steps)
       if (s.sendPeer >= 0) {
         SendConnection* c = work_->transports->send(s.sendPeer, static_cast<int>(lane.channel));
-        if (std::find(sendsUsed_.begin(), sendsUsed_.end(), c) == sendsUsed_.end()) sendsUsed_.push_back(c);
+        if (std::find(sendsUsed_.begin(), sendsUsed_.end(), c) == sendsUsed_.end()) {
+          sendsUsed_.push_back(c);
+          // A peer that already gave up (timeout, abort, error) fails this operation here, on every
+          // rank, even when the messages it sent before giving up would let this rank finish.
+          if (Status st = work_->transports->peerRecordedFailure(s.sendPeer); !st.ok())
+            return st.withContext(describePlan(bp));
+        }
       }
   started_ = true;
   if (work_->tracer) {
     planStartNs_ = nowNs();
     for (LaneState& ls : lanes_) ls.readySinceNs = planStartNs_;
   }
+  return Status::Ok();
 }
 
 Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s, LaneState& ls, bool* done) {
@@ -116,7 +123,7 @@ Status PlanRunner::advance(bool* progressed) {
       *progressed = true;
       return Status::Ok();
     }
-    if (!started_) startPlan();
+    if (!started_) LOOM_TRY(startPlan());
     const BoundPlan& bp = work_->plans[planIndex_];
     bool lanesDone = true;
     for (size_t l = 0; l < bp.plan->lanes.size(); ++l) {

@@ -78,7 +78,7 @@ class PlanRunner {
     Wait waitingOn = Wait::None;
     int waitPeer = -1;
   };
-  void startPlan();
+  Status startPlan();
   Status tryStep(const BoundPlan& bp, const Lane& lane, const Step& s, LaneState& ls, bool* done);
 
   CommWork* work_;

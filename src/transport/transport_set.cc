@@ -194,14 +194,18 @@ Status TransportSet::setupSockets(PeerExchange& exchange) {
   return Status::Ok();
 }
 
-Status TransportSet::peerHealth(int peer) const {
+Status TransportSet::peerRecordedFailure(int peer) const {
   const std::shared_ptr<Segment>& seg = peerSegments_[peer];
-  if (!seg) return Status::Ok();
+  if (!seg || seg->header()->state.load(std::memory_order_acquire) == static_cast<uint32_t>(SegmentState::Alive))
+    return Status::Ok();
+  std::string reason(seg->header()->reason, strnlen(seg->header()->reason, sizeof(seg->header()->reason)));
+  return errorStatus(loomRemoteError, "{} failed: {}", describePeer(peer), reason.empty() ? "aborted" : reason);
+}
+
+Status TransportSet::peerHealth(int peer) const {
+  if (!peerSegments_[peer]) return Status::Ok();
   // A recorded failure names its cause (often another rank), so it wins over a later exit.
-  if (seg->header()->state.load(std::memory_order_acquire) != static_cast<uint32_t>(SegmentState::Alive)) {
-    std::string reason(seg->header()->reason, strnlen(seg->header()->reason, sizeof(seg->header()->reason)));
-    return errorStatus(loomRemoteError, "{} failed: {}", describePeer(peer), reason.empty() ? "aborted" : reason);
-  }
+  LOOM_TRY(peerRecordedFailure(peer));
   if (kinds_[peer] == TransportKind::Shm && processGone(peers_[peer].pid, pidfds_[peer]))
     return errorStatus(loomRemoteError, "{} died (its process exited)", describePeer(peer));
   return Status::Ok();

@@ -51,6 +51,9 @@ class TransportSet {
   // loomRemoteError naming the peer when it is known to have failed (memory peers only; socket
   // peers report failure through their connections).
   Status peerHealth(int peer) const;
+  // The failure a memory peer recorded in its segment (no system call: cheap enough per operation),
+  // so that an operation does not start, and perhaps even complete, with a rank that already gave up.
+  Status peerRecordedFailure(int peer) const;
   // Marks this rank failed so that memory peers waiting on it give up, and wakes them. Socket peers
   // are told too when `notifySockets` (only from the thread that drives the connections).
   void markFailed(const std::string& reason, bool notifySockets);
