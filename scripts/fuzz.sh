@@ -4,11 +4,19 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-command -v clang++ >/dev/null || { sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd=sudo; $sudo_cmd apt-get install -y -qq clang; }
+bash scripts/install-deps.sh >/dev/null  # fmt, for the sources linked in
+# clang and libFuzzer: on Debian 12 libFuzzer is in libclang-rt-14-dev, which clang only recommends.
+have_fuzzer() { [ -f "$(clang++ -print-resource-dir)/lib/linux/libclang_rt.fuzzer-x86_64.a" ]; }
+if ! command -v clang++ >/dev/null || ! have_fuzzer; then
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd=sudo
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq clang
+  have_fuzzer || DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq libclang-rt-dev
+fi
 out="build-fuzz"
 mkdir -p "$out/corpus"
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -Iinclude -Isrc tests/fuzz/bootstrap_fuzz.cc \
   src/bootstrap/wire.cc src/bootstrap/unique_id.cc src/bootstrap/root.cc \
   src/base/socket.cc src/base/env.cc src/base/log.cc -lfmt -lpthread -o "$out/bootstrap_fuzz"
-"$out/bootstrap_fuzz" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 "$out/corpus" 2>&1 | tail -n 12
+"$out/bootstrap_fuzz" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="$out/" "$out/corpus" 2>&1 | tail -n 12
