@@ -44,26 +44,34 @@ bool shouldVerify(int setting, const PlanRequest& req) {
   return setting == 1 || req.count * static_cast<uint64_t>(req.nranks) <= kDefaultVerifyElems;
 }
 
+// The scalar may sit at any address (the caller's pointer, or packed in an operation's bytes).
+template <typename T>
+T loadUnaligned(const void* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 double scalarAsDouble(const void* p, loomDataType_t dtype) {
   switch (dtype) {
-    case loomFloat16: return halfToFloat(*static_cast<const uint16_t*>(p));
-    case loomBfloat16: return bfloat16ToFloat(*static_cast<const uint16_t*>(p));
-    case loomFloat8e4m3: return fp8e4m3ToFloat(*static_cast<const uint8_t*>(p));
-    case loomFloat8e5m2: return fp8e5m2ToFloat(*static_cast<const uint8_t*>(p));
-    case loomFloat32: return *static_cast<const float*>(p);
-    case loomFloat64: return *static_cast<const double*>(p);
+    case loomFloat16: return halfToFloat(loadUnaligned<uint16_t>(p));
+    case loomBfloat16: return bfloat16ToFloat(loadUnaligned<uint16_t>(p));
+    case loomFloat8e4m3: return fp8e4m3ToFloat(loadUnaligned<uint8_t>(p));
+    case loomFloat8e5m2: return fp8e5m2ToFloat(loadUnaligned<uint8_t>(p));
+    case loomFloat32: return loadUnaligned<float>(p);
+    case loomFloat64: return loadUnaligned<double>(p);
     default: return 0;
   }
 }
 
 int64_t scalarAsInt(const void* p, loomDataType_t dtype) {
   switch (dtype) {
-    case loomInt8: return *static_cast<const int8_t*>(p);
-    case loomUint8: return *static_cast<const uint8_t*>(p);
-    case loomInt32: return *static_cast<const int32_t*>(p);
-    case loomUint32: return *static_cast<const uint32_t*>(p);
-    case loomInt64: return *static_cast<const int64_t*>(p);
-    case loomUint64: return static_cast<int64_t>(*static_cast<const uint64_t*>(p));
+    case loomInt8: return loadUnaligned<int8_t>(p);
+    case loomUint8: return loadUnaligned<uint8_t>(p);
+    case loomInt32: return loadUnaligned<int32_t>(p);
+    case loomUint32: return loadUnaligned<uint32_t>(p);
+    case loomInt64: return loadUnaligned<int64_t>(p);
+    case loomUint64: return static_cast<int64_t>(loadUnaligned<uint64_t>(p));
     default: return 0;
   }
 }
