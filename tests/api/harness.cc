@@ -147,16 +147,53 @@ std::string describeExit(int status, const char* note) {
   return os.str();
 }
 
-std::string runProcesses(int nranks, const RunOptions& options, const RankBody& wrapped,
-                         const loomUniqueId& id) {
+// Rank 0's child makes the unique id (its bootstrap root thread lives there) and hands it to the other
+// children through `idPipe`, so this process never starts a thread: a fork while another thread holds
+// an allocator lock gives the child a lock nobody releases (AddressSanitizer's allocator takes no lock
+// around fork, so under ASan that is a hang).
+bool shareUniqueId(int rank, int nranks, int idPipe[2], loomUniqueId* id, std::string* error) {
+  if (rank != 0) {
+    close(idPipe[1]);
+    size_t got = 0;
+    while (got < sizeof *id) {
+      ssize_t n = read(idPipe[0], reinterpret_cast<char*>(id) + got, sizeof *id - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        *error = "rank " + std::to_string(rank) + ": no unique id from rank 0 (it failed before sharing one)";
+        return false;
+      }
+      got += static_cast<size_t>(n);
+    }
+    close(idPipe[0]);
+    return true;
+  }
+  close(idPipe[0]);
+  loomResult_t r = loomGetUniqueId(id);
+  if (r != loomSuccess) {
+    *error = callFailure("loomGetUniqueId", r, nullptr);
+    return false;
+  }
+  bool ok = true;
+  for (int k = 1; k < nranks && ok; ++k)  // whole ids: writes below PIPE_BUF are atomic
+    ok = write(idPipe[1], id, sizeof *id) == static_cast<ssize_t>(sizeof *id);
+  close(idPipe[1]);
+  if (!ok) *error = std::string("rank 0: writing the unique id: ") + strerror(errno);
+  return ok;
+}
+
+std::string runProcesses(int nranks, const RunOptions& options, const RankBody& wrapped) {
   NoteBoard board(nranks);
   const std::string transport = effectiveTransport(Launch::Processes, options.transport);
   std::vector<pid_t> pids(nranks, -1);
   std::vector<int> readFds(nranks, -1);
+  int idPipe[2];
+  if (pipe(idPipe) != 0) return std::string("pipe: ") + strerror(errno);
   std::fflush(nullptr);  // nothing buffered may be written twice by the children
   for (int r = 0; r < nranks; ++r) {
     auto killStarted = [&](const char* what) {
       std::string err = std::string(what) + ": " + strerror(errno);
+      close(idPipe[0]);
+      close(idPipe[1]);
       for (int k = 0; k < r; ++k) {
         kill(pids[k], SIGKILL);
         waitpid(pids[k], nullptr, 0);
@@ -180,9 +217,9 @@ std::string runProcesses(int nranks, const RunOptions& options, const RankBody& 
       ctx.nranks = nranks;
       ctx.launch = Launch::Processes;
       ctx.transport = transport;
-      ctx.id = id;
       ctx.noteSlot = board.slot(r);
-      std::string msg = runBodyCatching(wrapped, ctx);
+      std::string msg;
+      if (shareUniqueId(r, nranks, idPipe, &ctx.id, &msg)) msg = runBodyCatching(wrapped, ctx);
       size_t off = 0;
       while (off < msg.size()) {
         ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
@@ -196,6 +233,8 @@ std::string runProcesses(int nranks, const RunOptions& options, const RankBody& 
     pids[r] = pid;
     readFds[r] = fds[0];
   }
+  close(idPipe[0]);
+  close(idPipe[1]);
 
   std::vector<std::string> messages(nranks), results(nranks);
   std::vector<bool> reaped(nranks, false);
@@ -276,10 +315,10 @@ std::string run(Launch launch, int nranks, const RunOptions& options, const Rank
       if (comms[i] == nullptr) return "loomCommInitAll succeeded but comms[" + std::to_string(i) + "] is null";
     return runThreads(launch, nranks, options, wrapped, loomUniqueId{}, &comms);
   }
+  if (launch == Launch::Processes) return runProcesses(nranks, options, wrapped);
   loomUniqueId id;
   loomResult_t r = loomGetUniqueId(&id);
   if (r != loomSuccess) return callFailure("loomGetUniqueId", r, nullptr);
-  if (launch == Launch::Processes) return runProcesses(nranks, options, wrapped, id);
   return runThreads(launch, nranks, options, wrapped, id, nullptr);
 }
 

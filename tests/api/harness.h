@@ -16,7 +16,7 @@ namespace loomtest {
 enum class Launch {
   Threads,         // loomGetUniqueId once, loomCommInitRank on every thread
   ThreadsInitAll,  // loomCommInitAll(comms, n, NULL) on this thread, one thread per comm
-  Processes,       // loomGetUniqueId in the parent, fork() N children, loomCommInitRank in each
+  Processes,       // fork() N children; rank 0 makes the unique id and shares it; loomCommInitRank in each
 };
 const char* launchName(Launch launch);
 

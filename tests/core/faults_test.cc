@@ -33,23 +33,31 @@ std::string readFile(const std::string& path) {
 // return an error naming rank 2 within 15 s and exit normally.
 void killOneOfThree(const char* transport) {
   if (transport) setenv("LOOM_TRANSPORT", transport, 1);
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
   const int n = 3;
   char dir[] = "/tmp/loom-fault-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  // Children wait at this gate until all are forked: otherwise the bootstrap root thread of this
-  // process may be allocating (serving an earlier child) during a fork, and under AddressSanitizer,
-  // whose allocator takes no locks around fork, the next child inherits a held lock and hangs.
-  int gate[2];
-  ASSERT_EQ(pipe(gate), 0);
+  // Rank 0's child makes the unique id and passes it on through this pipe: the id's bootstrap root
+  // thread must not live in this process, which forks. A fork while another thread holds an allocator
+  // lock gives the child a lock nobody releases (under AddressSanitizer, whose allocator takes no lock
+  // around fork, a hang).
+  int idPipe[2];
+  ASSERT_EQ(pipe(idPipe), 0);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
-      close(gate[1]);
-      char c;
-      if (read(gate[0], &c, 1) != 0) _exit(12);  // end of file: the parent closed the gate
+      loomUniqueId id;
+      if (r == 0) {
+        close(idPipe[0]);
+        if (loomGetUniqueId(&id) != loomSuccess) _exit(12);
+        for (int k = 1; k < n; ++k)
+          if (write(idPipe[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(12);
+        close(idPipe[1]);
+      } else {
+        close(idPipe[1]);
+        if (read(idPipe[0], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(12);  // atomic: < PIPE_BUF
+        close(idPipe[0]);
+      }
       loomComm_t comm;
       if (loomCommInitRank(&comm, n, id, r) != loomSuccess) _exit(10);
       const size_t count = 16u << 20;  // 64 MiB of floats
@@ -63,8 +71,8 @@ void killOneOfThree(const char* transport) {
     }
     pids.push_back(pid);
   }
-  close(gate[0]);
-  close(gate[1]);
+  close(idPipe[0]);
+  close(idPipe[1]);
   if (transport) unsetenv("LOOM_TRANSPORT");
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   kill(pids[2], SIGKILL);
