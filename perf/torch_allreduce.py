@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import time
 
 import torch
@@ -55,22 +56,34 @@ def benchmark(args):
     gloo = dist.new_group(backend="gloo")
     dtype = getattr(torch, args.dtype)
     elem = torch.tensor([], dtype=dtype).element_size()
-    rows = []
+    sizes = []
     size = args.min_bytes
     while size <= args.max_bytes:
+        sizes.append(size)
+        size *= args.step
+    # Whole sweeps repeated (not each size back to back), so that a slow spell of the machine hits one
+    # sample of many sizes rather than every sample of one size; each row is the median per backend.
+    times = {s: ([], []) for s in sizes}
+    for rep in range(args.repeat):
+        for size in sizes:
+            count = max(1, size // elem)
+            n = iterations(size, args)
+            warm = max(1, n // 5)
+            times[size][0].append(time_allreduce(torch.ones(count, dtype=dtype), None, n, warm))
+            times[size][1].append(time_allreduce(torch.ones(count, dtype=dtype), gloo, n, warm))
+            if rank == 0 and args.repeat > 1:
+                print(f"  (sweep {rep + 1}/{args.repeat}) {human(size)}", flush=True)
+    rows = []
+    for size in sizes:
         count = max(1, size // elem)
-        n = iterations(size, args)
-        warm = max(1, n // 5)
-        t_loom = time_allreduce(torch.ones(count, dtype=dtype), None, n, warm)
-        t_gloo = time_allreduce(torch.ones(count, dtype=dtype), gloo, n, warm)
-        rows.append({"bytes": count * elem, "iters": n, "loom_us": t_loom * 1e6, "gloo_us": t_gloo * 1e6,
-                     "loom_GBps": count * elem / t_loom / 1e9, "gloo_GBps": count * elem / t_gloo / 1e9,
-                     "ratio": t_gloo / t_loom})
+        t_loom, t_gloo = statistics.median(times[size][0]), statistics.median(times[size][1])
+        rows.append({"bytes": count * elem, "iters": iterations(size, args), "repeats": args.repeat,
+                     "loom_us": t_loom * 1e6, "gloo_us": t_gloo * 1e6, "loom_GBps": count * elem / t_loom / 1e9,
+                     "gloo_GBps": count * elem / t_gloo / 1e9, "ratio": t_gloo / t_loom})
         if rank == 0:
             r = rows[-1]
             print(f"{human(r['bytes']):>10} {r['iters']:>6} {r['loom_us']:>12.1f} {r['gloo_us']:>12.1f} "
                   f"{r['loom_GBps']:>10.3f} {r['gloo_GBps']:>10.3f} {r['ratio']:>8.2f}", flush=True)
-        size *= args.step
     return rows
 
 
@@ -83,9 +96,10 @@ def write_markdown(args, world, rows):
     from doc_section import replace_section
 
     lines = [f"Measured {datetime.date.today()} with `python3 perf/torch_allreduce.py -np {world} -b {args.min_bytes} "
-             f"-e {args.max_bytes} -f {args.step} --markdown` on {platform.machine()}, {os.cpu_count()} cores, torch "
+             f"-e {args.max_bytes} -f {args.step} --budget {args.budget:g} --repeat {args.repeat} --markdown` on {platform.machine()}, {os.cpu_count()} cores, torch "
              f"{torch.__version__}: `dist.all_reduce` ({args.dtype}, sum, in place, CPU tensors) through a Loom process "
-             "group and a Gloo one in the same processes; time is the slowest rank's mean.", "",
+             "group and a Gloo one in the same processes; time is the slowest rank's mean over the iterations, "
+             f"the median of {args.repeat} sweep(s).", "",
              "| size | loom us | gloo us | loom GB/s | gloo GB/s | gloo time / loom time |",
              "|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -129,6 +143,7 @@ def main():
     p.add_argument("-f", "--step", type=int, default=2, help="size multiplier between rows")
     p.add_argument("--iters", type=int, default=200, help="most timed iterations per size")
     p.add_argument("--budget", type=float, default=0.2, help="rough seconds per size and backend")
+    p.add_argument("--repeat", type=int, default=1, help="sweeps to run; rows are the medians")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--json", help="also write the rows here")
     p.add_argument("--markdown", action="store_true",
