@@ -7,12 +7,21 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "kernels/cpu/stream_copy.h"
 #include "transport/doorbell.h"
 
 namespace loom {
 namespace {
 
 inline char* at(const BoundPlan& bp, const BufRef& ref) { return bp.buffers[ref.buffer] + ref.offset * bp.elemSize; }
+
+// Copies a received (or just reduced) chunk into its destination.
+inline void copyOut(const BoundPlan& bp, const BufRef& dst, const void* src, size_t bytes) {
+  if (bp.streamOutput && dst.buffer == kRecvBuffer)
+    streamCopy(at(bp, dst), src, bytes);
+  else
+    std::memcpy(at(bp, dst), src, bytes);
+}
 
 inline void cpuRelax() { __builtin_ia32_pause(); }
 
@@ -83,18 +92,18 @@ Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s,
       std::memcpy(out, at(bp, s.src), bytes);
       break;
     case StepKind::Recv:
-      std::memcpy(at(bp, s.dst), in, bytes);
+      copyOut(bp, s.dst, in, bytes);
       break;
     case StepKind::RecvReduce:
       reduceArrays(at(bp, s.dst), in, at(bp, s.src), s.count, bp.dtype, bp.op, s.finalize);
       break;
     case StepKind::RecvReduceSend:
       reduceArrays(out, in, at(bp, s.src), s.count, bp.dtype, bp.op, s.finalize);
-      if (s.dst.valid()) std::memcpy(at(bp, s.dst), out, bytes);
+      if (s.dst.valid()) copyOut(bp, s.dst, out, bytes);
       break;
     case StepKind::RecvCopySend:
       std::memcpy(out, in, bytes);
-      if (s.dst.valid()) std::memcpy(at(bp, s.dst), in, bytes);
+      if (s.dst.valid()) copyOut(bp, s.dst, in, bytes);
       break;
     case StepKind::Reduce:  // local: dst holds the running total and comes first (one-shot's bitwise order)
       reduceArrays(at(bp, s.dst), at(bp, s.dst), at(bp, s.src), s.count, bp.dtype, bp.op, s.finalize);

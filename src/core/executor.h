@@ -21,6 +21,10 @@
 
 namespace loom {
 
+// Outputs from this size up, when apart from the input, are written with non-temporal stores
+// (kernels/cpu/stream_copy.h): larger than a core's L2 here, so they would leave the cache anyway.
+constexpr size_t kStreamOutputBytes = 4u << 20;
+
 // One plan bound to memory: what an operation needs to run on one rank.
 struct BoundPlan {
   std::shared_ptr<const Plan> plan;  // shared with the communicator's plan cache
@@ -29,6 +33,7 @@ struct BoundPlan {
   size_t elemSize = 1;
   ReduceOp op;
   std::vector<char> scratch;     // Plan::scratchElems elements
+  bool streamOutput = false;     // copies into the receive buffer use non-temporal stores
   std::vector<char> stagedSend;  // a copy of the send buffer (overlap with the output, PreMulSum)
   // Filled when the plan starts, not when it is issued: on a nonblocking communicator an earlier
   // queued operation may still write the user's buffer.

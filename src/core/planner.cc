@@ -193,6 +193,9 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out) {
   }
   out->scratch.resize(out->plan->scratchElems * out->elemSize);
   out->buffers = {send, static_cast<char*>(op.recv), out->scratch.data()};
+  // A large output apart from the input is cold memory: copies into it skip the cache (in place, the
+  // output lines were just read as input and are cached already; streaming them out was measured slower).
+  out->streamOutput = recvBytes >= kStreamOutputBytes && !overlaps(send, sendBytes, op.recv, recvBytes);
   return Status::Ok();
 }
 
