@@ -15,6 +15,21 @@ def fmt_size(n):
     return str(int(n))
 
 
+def bound_lines(limits):
+    """What the memory system allows an allreduce rank when every rank works at once (older
+    machine.json files lack these figures)."""
+    if "shared_dram_gbs" not in limits:
+        return []
+    return [
+        f"With {limits['procs']} processes at once, each copies 64 MiB at {limits['shared_dram_gbs']:.1f} GB/s "
+        f"(memcpy), {limits['stream_dram_gbs']:.1f} GB/s with non-temporal stores, and sums floats "
+        f"(out = a + b) at {limits['sum_dram_gbs']:.1f} GB/s of output. An allreduce rank must at least read "
+        f"its input and write its output, so beyond the caches its busbw cannot exceed "
+        f"{limits['stream_dram_gbs']:.1f} GB/s here.",
+        "",
+    ]
+
+
 def main():
     out, machine, commands, plot, *files = sys.argv[1:]
     libs = ["loom", "mpich", "gloo"]
@@ -30,6 +45,7 @@ def main():
         f"Physical limit on this machine: single-thread memcpy {limits['dram_gbs']:.1f} GB/s from DRAM "
         f"(64 MiB), {limits['cache_gbs']:.1f} GB/s in cache (256 KiB).",
         "",
+        *bound_lines(limits),
         "| collective | size | loom us | mpich us | gloo us | loom busbw | mpich busbw | gloo busbw | loom/mpich bw | loom/gloo bw |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
