@@ -37,6 +37,7 @@ MachineModel hostMemoryMachine(int nranks, int ranksPerNode) {
   m.intraGbs = 12.0;
   m.copyGbs = 12.0;
   m.intraLatencyUs = 0.7;
+  m.minChannelBytes = 16u << 20;
   return m;
 }
 

@@ -24,6 +24,10 @@ struct MachineModel {
   double stepUs = 0.2;           // executor time per step; a rank's steps run one at a time
   double copyGbs = 0.0;          // a rank's rate for the bytes of each step it executes; 0: free
   int fifoSlots = 4;             // messages in flight per connection (transport slots)
+  // A channel past the first only for operations that give each channel at least this many bytes (0:
+  // any). The model counts a lane's steps but not what interleaving lanes costs a CPU rank (cache
+  // misses on another FIFO's flags and data); measured, extra channels only pay for large messages.
+  uint64_t minChannelBytes = 0;
 
   int ranksInNode() const { return ranksPerNode <= 0 || ranksPerNode > nranks ? nranks : ranksPerNode; }
   int nodes() const { return (nranks + ranksInNode() - 1) / ranksInNode(); }
@@ -45,7 +49,8 @@ MachineModel defaultMachine(int nranks, int ranksPerNode);
 // Host memory over the shm/socket transports, as the core runs it: every step's bytes are copied by
 // the CPU (copyGbs), so algorithms that move more bytes per rank (one-shot, tree) lose earlier than on
 // a GPU fabric. Values measured with loom-perf and LOOM_TRACE_FILE on a 2-core x86-64 VM (256 KiB
-// FIFO steps at ~12 GB/s, 8 B allreduce ~1.9 us for 2 ranks); see docs/PERFORMANCE.md.
+// FIFO steps at ~12 GB/s, 8 B allreduce ~1.9 us for 2 ranks, a second channel paying from 32 MiB:
+// 16 MiB per channel); see docs/PERFORMANCE.md.
 MachineModel hostMemoryMachine(int nranks, int ranksPerNode);
 
 // Refines a machine from one host's topology: the intra-node rate becomes the bus bandwidth of the

@@ -104,6 +104,7 @@ Status Tuner::tune(const TuneRequest& req, uint64_t count, TuneChoice* choice) {
   rep.count = count;
   rep.root = 0;  // machines are symmetric: a root's rank does not change the choice
   std::vector<Algorithm> algos = candidates(req, count);
+  const MachineModel& m = cost_.machine();
   std::string note;
   if (req.forcedAlgorithm) {
     const Algorithm forced = *req.forcedAlgorithm;
@@ -135,6 +136,9 @@ Status Tuner::tune(const TuneRequest& req, uint64_t count, TuneChoice* choice) {
     for (uint64_t chunk : chunks) {
       double bestOfChunk = std::numeric_limits<double>::infinity();
       for (int nch : channels) {
+        if (nch > 1 && req.forcedChannels == 0 && m.minChannelBytes > 0 &&
+            count * req.elemSize < static_cast<uint64_t>(nch) * m.minChannelBytes)
+          break;  // channels only grow from here
         // Channels past the element count stay empty and chunks past a channel's share change
         // nothing: such candidates build the plans of a smaller one.
         const int usedChannels = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(nch), count));

@@ -18,8 +18,10 @@ namespace loom {
 Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   CommSettings s;
   s.timeoutMs = envInt("LOOM_TIMEOUT_MS", 600000);
-  s.chunkBytes = static_cast<size_t>(envInt("LOOM_CHUNK_BYTES", 256 << 10));
-  s.nchannels = static_cast<int>(envInt("LOOM_NCHANNELS", 1));
+  // Two channels of 128 KiB slots: the shared memory of one channel of 256 KiB slots, and the tuner
+  // uses the second channel for large operations only (MachineModel::minChannelBytes).
+  s.chunkBytes = static_cast<size_t>(envInt("LOOM_CHUNK_BYTES", 128 << 10));
+  s.nchannels = static_cast<int>(envInt("LOOM_NCHANNELS", 2));
   s.nslots = static_cast<size_t>(envInt("LOOM_FIFO_SLOTS", 4));
   s.forcedTransport = envString("LOOM_TRANSPORT", "");
   s.checkSignatures = envInt("LOOM_CHECK", 0) != 0;

@@ -10,7 +10,7 @@ import checks_misc  # noqa: F401
 import checks_p2p  # noqa: F401
 import checks_reduce  # noqa: F401
 from checklib import CHECKS
-from harness import Recorder
+from harness import Recorder, free_port
 
 
 def run_all_checks(recorder, n, r):
@@ -41,16 +41,21 @@ def collectives_job(rank, outdir, world, init_method):
 
 
 def reinit(world, rank, init_method):
-    # A second default group in the same processes: group names repeat, ids must not.
+    # A second default group in the same processes: group names repeat, ids must not. Its store needs a
+    # port that is free now (the first port + 1 may be taken by any of this job's connections): rank 0
+    # finds one and tells the others over the group that is about to go.
+    port = torch.tensor([free_port() if rank == 0 else 0])
+    dist.broadcast(port, 0)
+    port = int(port.item())
     dist.destroy_process_group()
     if init_method.startswith("file://"):
         init_method += ".2"
     elif init_method.startswith("tcp://"):
-        host, port = init_method[len("tcp://"):].split(":")
-        init_method = f"tcp://{host}:{int(port) + 1}"
+        host = init_method[len("tcp://"):].split(":")[0]
+        init_method = f"tcp://{host}:{port}"
     else:
         init_method = "env://"
-        os.environ["MASTER_PORT"] = str(int(os.environ["MASTER_PORT"]) + 1)
+        os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("loom", init_method=init_method, rank=rank, world_size=world)
     x = torch.ones(3)
     dist.all_reduce(x)
