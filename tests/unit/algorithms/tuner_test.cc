@@ -165,6 +165,28 @@ TEST(Tuner, ChoicesFitTheCommunicator) {
   }
 }
 
+// On host memory the model alone would split a 1 MiB allreduce over two channels (measured slower: a
+// rank interleaving lanes pays for it); minChannelBytes keeps such operations on one channel, unless
+// the user forces more, and leaves large ones free to use both.
+TEST(Tuner, ExtraChannelsOnlyForOperationsLargeEnough) {
+  MachineModel host = hostMemoryMachine(2, 0);
+  MachineModel unlimited = host;
+  unlimited.minChannelBytes = 0;
+  auto channelsFor = [](const MachineModel& m, uint64_t bytes, int forced) {
+    Tuner tuner(m);
+    TuneRequest req = request(Collective::AllReduce, bytes, 2);
+    req.slotBytes = 128 << 10;
+    req.forcedChannels = forced;
+    TuneChoice choice;
+    EXPECT_TRUE(tuner.choosePlan(req, &choice).ok());
+    return choice.nchannels;
+  };
+  EXPECT_EQ(channelsFor(unlimited, 1 << 20, 0), 2);  // what the rule is for
+  EXPECT_EQ(channelsFor(host, 1 << 20, 0), 1);
+  EXPECT_EQ(channelsFor(host, 1 << 20, 2), 2);   // LOOM_NCHANNELS wins
+  EXPECT_EQ(channelsFor(host, 256u << 20, 0), 2);  // 128 MiB per channel
+}
+
 TEST(Tuner, PredictedTimeNeverDecreasesWithSize) {
   MachineModel m = defaultMachine(64, 8);
   m.intraGbs = 200;
