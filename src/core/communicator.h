@@ -32,8 +32,8 @@ struct CustomRedOp {
 struct CommSettings {
   std::string name;
   int64_t timeoutMs = 600000;
-  size_t chunkBytes = 256 << 10;
-  int nchannels = 1;
+  size_t chunkBytes = 128 << 10;  // defaults: readCommSettings (communicator.cc)
+  int nchannels = 2;
   size_t nslots = 4;
   std::string forcedTransport;
   bool blocking = true;
