@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include "unique_id_pipe.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -147,40 +149,6 @@ std::string describeExit(int status, const char* note) {
   return os.str();
 }
 
-// Rank 0's child makes the unique id (its bootstrap root thread lives there) and hands it to the other
-// children through `idPipe`, so this process never starts a thread: a fork while another thread holds
-// an allocator lock gives the child a lock nobody releases (AddressSanitizer's allocator takes no lock
-// around fork, so under ASan that is a hang).
-bool shareUniqueId(int rank, int nranks, int idPipe[2], loomUniqueId* id, std::string* error) {
-  if (rank != 0) {
-    close(idPipe[1]);
-    size_t got = 0;
-    while (got < sizeof *id) {
-      ssize_t n = read(idPipe[0], reinterpret_cast<char*>(id) + got, sizeof *id - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        *error = "rank " + std::to_string(rank) + ": no unique id from rank 0 (it failed before sharing one)";
-        return false;
-      }
-      got += static_cast<size_t>(n);
-    }
-    close(idPipe[0]);
-    return true;
-  }
-  close(idPipe[0]);
-  loomResult_t r = loomGetUniqueId(id);
-  if (r != loomSuccess) {
-    *error = callFailure("loomGetUniqueId", r, nullptr);
-    return false;
-  }
-  bool ok = true;
-  for (int k = 1; k < nranks && ok; ++k)  // whole ids: writes below PIPE_BUF are atomic
-    ok = write(idPipe[1], id, sizeof *id) == static_cast<ssize_t>(sizeof *id);
-  close(idPipe[1]);
-  if (!ok) *error = std::string("rank 0: writing the unique id: ") + strerror(errno);
-  return ok;
-}
-
 std::string runProcesses(int nranks, const RunOptions& options, const RankBody& wrapped) {
   NoteBoard board(nranks);
   const std::string transport = effectiveTransport(Launch::Processes, options.transport);
@@ -219,7 +187,7 @@ std::string runProcesses(int nranks, const RunOptions& options, const RankBody& 
       ctx.transport = transport;
       ctx.noteSlot = board.slot(r);
       std::string msg;
-      if (shareUniqueId(r, nranks, idPipe, &ctx.id, &msg)) msg = runBodyCatching(wrapped, ctx);
+      if (shareUniqueIdFromRankZero(r, nranks, idPipe, &ctx.id, &msg)) msg = runBodyCatching(wrapped, ctx);
       size_t off = 0;
       while (off < msg.size()) {
         ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "../api/unique_id_pipe.h"
 #include "loom.h"
 
 namespace {
@@ -36,10 +37,8 @@ void killOneOfThree(const char* transport) {
   const int n = 3;
   char dir[] = "/tmp/loom-fault-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  // Rank 0's child makes the unique id and passes it on through this pipe: the id's bootstrap root
-  // thread must not live in this process, which forks. A fork while another thread holds an allocator
-  // lock gives the child a lock nobody releases (under AddressSanitizer, whose allocator takes no lock
-  // around fork, a hang).
+  // Rank 0's child makes the unique id and passes it on (tests/api/unique_id_pipe.h): this process forks
+  // and must start no thread.
   int idPipe[2];
   ASSERT_EQ(pipe(idPipe), 0);
   std::vector<pid_t> pids;
@@ -47,17 +46,8 @@ void killOneOfThree(const char* transport) {
     pid_t pid = fork();
     if (pid == 0) {
       loomUniqueId id;
-      if (r == 0) {
-        close(idPipe[0]);
-        if (loomGetUniqueId(&id) != loomSuccess) _exit(12);
-        for (int k = 1; k < n; ++k)
-          if (write(idPipe[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(12);
-        close(idPipe[1]);
-      } else {
-        close(idPipe[1]);
-        if (read(idPipe[0], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(12);  // atomic: < PIPE_BUF
-        close(idPipe[0]);
-      }
+      std::string error;
+      if (!loomtest::shareUniqueIdFromRankZero(r, n, idPipe, &id, &error)) _exit(12);
       loomComm_t comm;
       if (loomCommInitRank(&comm, n, id, r) != loomSuccess) _exit(10);
       const size_t count = 16u << 20;  // 64 MiB of floats
