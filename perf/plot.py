@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Plots bus bandwidth and latency against message size for one or more result files.
 
-usage: plot.py OUT.png FILE[:LABEL] [FILE[:LABEL] ...]
-Files are loom-perf --json output or perf/mpi_bench / perf/gloo_bench JSON lines."""
+usage: plot.py OUT.png FILE[:LABEL[:inplace]] [...]
+Files are loom-perf --json output or perf/mpi_bench / perf/gloo_bench JSON lines; a trailing
+":inplace" plots loom-perf's in-place rows instead of its out-of-place ones."""
 import sys
 
 import matplotlib
@@ -19,8 +20,9 @@ def main():
     out = sys.argv[1]
     fig, (bw, lat) = plt.subplots(1, 2, figsize=(12, 4.5))
     for spec in sys.argv[2:]:
-        path, _, label = spec.partition(":")
-        rows = sorted(medians(load(path, label or None)), key=lambda r: r["bytes"])
+        path, _, rest = spec.partition(":")
+        label, _, mode = rest.partition(":")
+        rows = sorted(medians(load(path, label or None, inplace=mode == "inplace")), key=lambda r: r["bytes"])
         if not rows:
             continue
         name = label or rows[0]["library"]

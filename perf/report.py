@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Writes the side-by-side table of perf/compare into a Markdown section.
 
-usage: report.py OUT.md MACHINE_JSON COMMANDS_FILE PLOT_PNG loom.json mpich.json gloo.json"""
+usage: report.py OUT.md MACHINE_JSON COMMANDS_FILE PLOT_PNG loom.json mpich.json gloo.json [floor.json]
+
+Like is compared with like: MPICH's benchmark calls MPI_Allreduce out of place, so loom's out-of-place
+rows face it; torch.distributed's all_reduce (Gloo) only works in place, so loom's in-place rows face
+Gloo."""
 import json
 import sys
 
@@ -30,13 +34,29 @@ def bound_lines(limits):
     ]
 
 
+def floor_lines(path):
+    """The hand-written 2-rank allreduce (perf/shm_allreduce_floor.c) measured in the same run."""
+    if not path:
+        return []
+    floor = json.load(open(path))
+    return [
+        f"A hand-written two-process shared-memory allreduce (`perf/shm_allreduce_floor.c`: pipelined "
+        f"pairwise exchange, {floor['chunk_bytes'] // 1024} KiB chunks, streaming stores, no library around it) "
+        f"takes {floor['median_ms']:.1f} ms for {fmt_size(floor['bytes'])} out of place here: "
+        f"{floor['busbw_gbs']:.2f} GB/s busbw.",
+        "",
+    ]
+
+
 def main():
     out, machine, commands, plot, *files = sys.argv[1:]
-    libs = ["loom", "mpich", "gloo"]
+    floor = files[3] if len(files) > 3 else None
     rows = {}
-    for lib, path in zip(libs, files):
-        for r in medians(load(path, lib)):
-            rows.setdefault((r["collective"], int(r["bytes"])), {})[lib] = r
+    sources = [("loom", files[0], False), ("loom_inplace", files[0], True), ("mpich", files[1], False),
+               ("gloo", files[2], False)]
+    for key, path, inplace in sources:
+        for r in medians(load(path, "loom" if key.startswith("loom") else key, inplace)):
+            rows.setdefault((r["collective"], int(r["bytes"])), {})[key] = r
     limits = json.load(open(machine))
     repeats = max((r.get("repeats", 1) for by in rows.values() for r in by.values()), default=1)
     lines = [
@@ -46,8 +66,14 @@ def main():
         f"(64 MiB), {limits['cache_gbs']:.1f} GB/s in cache (256 KiB).",
         "",
         *bound_lines(limits),
-        "| collective | size | loom us | mpich us | gloo us | loom busbw | mpich busbw | gloo busbw | loom/mpich bw | loom/gloo bw |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *floor_lines(floor),
+        "MPICH's benchmark runs out of place (separate send and receive buffers), as loom's first columns; "
+        "torch.distributed's all_reduce with Gloo works in place only, so loom/gloo compares loom's "
+        "in-place figures with it.",
+        "",
+        "| collective | size | loom us | loom in-place us | mpich us | gloo us | loom busbw | loom in-place busbw "
+        "| mpich busbw | gloo busbw | loom/mpich bw | loom/gloo bw (in place) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
     def cell(r, key, digits):
@@ -58,10 +84,11 @@ def main():
         return f"{b['time_us'] / a['time_us']:.2f}x" if a and b and a["time_us"] > 0 else "-"
 
     for (coll, size), by in sorted(rows.items()):
-        lo, mp, gl = by.get("loom"), by.get("mpich"), by.get("gloo")
-        lines.append(f"| {coll} | {fmt_size(size)} | {cell(lo, 'time_us', 1)} | {cell(mp, 'time_us', 1)} | "
-                     f"{cell(gl, 'time_us', 1)} | {cell(lo, 'busbw_gbs', 2)} | {cell(mp, 'busbw_gbs', 2)} | "
-                     f"{cell(gl, 'busbw_gbs', 2)} | {ratio(lo, mp)} | {ratio(lo, gl)} |")
+        lo, li, mp, gl = (by.get(k) for k in ("loom", "loom_inplace", "mpich", "gloo"))
+        lines.append(f"| {coll} | {fmt_size(size)} | {cell(lo, 'time_us', 1)} | {cell(li, 'time_us', 1)} | "
+                     f"{cell(mp, 'time_us', 1)} | {cell(gl, 'time_us', 1)} | {cell(lo, 'busbw_gbs', 2)} | "
+                     f"{cell(li, 'busbw_gbs', 2)} | {cell(mp, 'busbw_gbs', 2)} | {cell(gl, 'busbw_gbs', 2)} | "
+                     f"{ratio(lo, mp)} | {ratio(li, gl)} |")
     lines += ["", f"![busbw and latency]({plot})", "", "Commands:", "", "```", open(commands).read().strip(), "```", ""]
     with open(out, "w") as f:
         f.write("\n".join(lines))

@@ -3,8 +3,9 @@ import json
 import statistics
 
 
-def load(path, library=None):
-    """Rows as dicts with at least library, collective, bytes, time_us, busbw_gbs (out-of-place only)."""
+def load(path, library=None, inplace=False):
+    """Rows as dicts with at least library, collective, bytes, time_us, busbw_gbs: the out-of-place
+    rows, or with inplace=True the in-place ones (loom-perf writes both)."""
     with open(path) as f:
         text = f.read().strip()
     if not text:
@@ -12,7 +13,7 @@ def load(path, library=None):
     rows = json.loads(text) if text.startswith("[") else [json.loads(line) for line in text.splitlines() if line]
     out = []
     for row in rows:
-        if "error" in row or row.get("inplace"):
+        if "error" in row or bool(row.get("inplace")) != inplace:
             continue
         row.setdefault("library", library or "loom")
         if library:
