@@ -10,6 +10,9 @@ namespace loom {
 
 namespace {
 
+// How often queued work that waits on a gate is polled while nothing else moves.
+constexpr int64_t kGatePollUs = 50;
+
 std::vector<std::pair<int, bool>> linksOf(const CommWork& work) {
   std::vector<std::pair<int, bool>> links;
   for (const BoundPlan& bp : work.plans)
@@ -43,17 +46,21 @@ AsyncEngine::~AsyncEngine() {
   thread_.join();
 }
 
-void AsyncEngine::submit(uint64_t id, CommWork work, bool collective) {
+void AsyncEngine::submit(uint64_t id, CommWork work, bool collective, std::vector<std::shared_ptr<OperationGate>> gates) {
   auto task = std::make_unique<Task>();
   task->id = id;
   task->collective = collective;
   if (!collective) task->links = linksOf(work);
   task->work = std::move(work);
+  task->gates = std::move(gates);
+  task->queuedNs = nowNs();
+  for (const auto& gate : task->gates) gate->claim();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     lastSubmitted_ = std::max(lastSubmitted_, id);
     if (!failure_.ok()) {
       completeLocked(id);  // the failure is reported by wait()
+      finishTask(*task, failure_);
       return;
     }
     pending_.push_back(std::move(task));
@@ -82,16 +89,45 @@ void AsyncEngine::completeLocked(uint64_t id) {
   }
 }
 
+void AsyncEngine::finishTask(Task& task, const Status& outcome) {
+  for (const auto& gate : task.gates) gate->finish(outcome);
+}
+
+// A task's gates are polled only while it could otherwise start (at most a few per pass).
+bool AsyncEngine::gatesReadyLocked(Task& task) {
+  for (const auto& gate : task.gates) {
+    bool ready = false;
+    Status st = gate->ready(&ready);
+    if (!st.ok()) {
+      failLocked(st.withContext(fmt::format("{} operation {}", comm_->describe(), task.id)));
+      return false;
+    }
+    if (!ready) return false;
+  }
+  return true;
+}
+
+bool AsyncEngine::waitsOnGatesLocked() const {
+  return std::any_of(pending_.begin(), pending_.end(), [](const auto& t) { return !t->gates.empty(); });
+}
+
 void AsyncEngine::failLocked(const Status& error) {
   if (failure_.ok()) failure_ = error;
-  for (auto& t : active_) completeLocked(t->id);
-  for (auto& t : pending_) completeLocked(t->id);
+  for (auto& t : active_) {
+    completeLocked(t->id);
+    finishTask(*t, failure_);
+  }
+  for (auto& t : pending_) {
+    completeLocked(t->id);
+    finishTask(*t, failure_);
+  }
   active_.clear();
   pending_.clear();
 }
 
 // Starts what may start: collectives only at the head of an idle queue, point-to-point tasks when
-// none of their links is used by an active task or by an earlier task still waiting.
+// none of their links is used by an active task or by an earlier task still waiting; either only
+// once its gates are ready.
 void AsyncEngine::admitLocked() {
   bool activeCollective = std::any_of(active_.begin(), active_.end(), [](const auto& t) { return t->collective; });
   if (activeCollective) return;
@@ -101,14 +137,16 @@ void AsyncEngine::admitLocked() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     Task& t = **it;
     if (t.collective) {
-      if (it == pending_.begin() && active_.empty()) {
+      if (it == pending_.begin() && active_.empty() && gatesReadyLocked(t)) {
         t.runner = std::make_unique<PlanRunner>(&t.work);
         active_.push_back(std::move(*it));
         pending_.erase(it);
       }
       return;  // nothing passes a collective
     }
-    if (!intersects(t.links, busy)) {
+    const bool startable = !intersects(t.links, busy) && gatesReadyLocked(t);
+    if (!failure_.ok()) return;  // a gate failed: failLocked emptied the queue (t is gone)
+    if (startable) {
       t.runner = std::make_unique<PlanRunner>(&t.work);
       busy.insert(busy.end(), t.links.begin(), t.links.end());
       std::sort(busy.begin(), busy.end());
@@ -126,6 +164,7 @@ Status AsyncEngine::progressActive(bool* progressed) {
   for (size_t i = 0; i < active_.size();) {
     LOOM_TRY(active_[i]->runner->advance(progressed));
     if (active_[i]->runner->done()) {
+      finishTask(*active_[i], Status::Ok());
       std::lock_guard<std::mutex> lock(mutex_);
       completeLocked(active_[i]->id);
       active_.erase(active_.begin() + static_cast<long>(i));
@@ -146,17 +185,42 @@ void AsyncEngine::run() {
   std::vector<pollfd> fds;
   for (;;) {
     uint64_t seenSubmissions = 0;
+    bool gated = false;  // queued work waits on a gate: poll it rather than sleep long
+    Status gateFailure;  // a gate broke or timed out in this pass: the communicator is broken
     {
       std::unique_lock<std::mutex> lock(mutex_);
       seenSubmissions = submissions_.load();
       changed_.wait(lock, [&] { return stop_ || !pending_.empty() || !active_.empty(); });
       if (comm_->aborted.load()) failLocked(Status(loomRemoteError, comm_->describe() + " was aborted"));
+      const bool healthy = failure_.ok();
       admitLocked();
-      if (active_.empty() && pending_.empty()) {
-        if (stop_) return;
-        continue;
+      if (!healthy || failure_.ok()) {  // nothing new failed while admitting
+        if (active_.empty() && pending_.empty()) {
+          if (stop_) return;
+          continue;
+        }
+        gated = waitsOnGatesLocked();
+        if (active_.empty()) {
+          // Only gated work is queued: its inputs are still on their way (a CUDA stream copies them).
+          const Task& head = *pending_.front();
+          if (head.work.timeoutMs <= 0 || nowNs() - head.queuedNs <= uint64_t(head.work.timeoutMs) * 1000000) {
+            changed_.wait_for(lock, std::chrono::microseconds(kGatePollUs));
+            continue;
+          }
+          failLocked(errorStatus(loomTimeout, "{} operation {}: its inputs were not ready after {} ms (LOOM_TIMEOUT_MS); "
+                                 "is its CUDA stream blocked?", comm_->describe(), head.id, head.work.timeoutMs));
+        }
       }
-      if (active_.empty()) continue;
+      if (healthy && !failure_.ok()) {
+        gateFailure = failure_;  // a gate broke or timed out in this pass
+        changed_.notify_all();
+      }
+    }
+    if (!gateFailure.ok()) {
+      markCommFailed(comm_, gateFailure, true);
+      std::lock_guard<std::mutex> lock(comm_->errorMutex);
+      comm_->lastError = gateFailure.message();
+      continue;
     }
     bool progressed = false;
     Status st = progressActive(&progressed);
@@ -188,7 +252,7 @@ void AsyncEngine::run() {
     fds.clear();
     for (const auto& t : active_) t->runner->collectPollFds(&fds);
     // A submit rings the doorbell too, so new work also ends the sleep.
-    Status idleStatus = waiter.idle(transports.bell(), fds, transports.hasMemoryPeers(), 100000,
+    Status idleStatus = waiter.idle(transports.bell(), fds, transports.hasMemoryPeers(), gated ? kGatePollUs : 100000,
                                     [&](bool* p) {
                                       LOOM_TRY(progressActive(p));
                                       if (submissions_.load() != seenSubmissions) *p = true;

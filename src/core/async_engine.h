@@ -2,6 +2,8 @@
 // the calling thread (already validated and planned) and run here. Collectives start in call order,
 // each after everything before it finished; point-to-point groups only wait for earlier operations
 // that use one of the same (peer, direction) pairs, so a send never waits for a later receive.
+// An operation with gates (core/operation_gate.h: device buffers staged on a CUDA stream) also waits
+// until its gates are ready, and tells them when it ended, whether it completed or failed.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "core/operation_gate.h"
 
 struct loomComm;
 
@@ -25,8 +28,9 @@ class AsyncEngine {
   explicit AsyncEngine(loomComm* comm);
   ~AsyncEngine();  // finishes queued work (or gives up when the communicator fails), then stops
 
-  // `work` holds the plans of operation `id`; `collective` orders it behind everything earlier.
-  void submit(uint64_t id, CommWork work, bool collective);
+  // `work` holds the plans of operation `id`; `collective` orders it behind everything earlier. It
+  // starts once every gate is ready; the engine finishes the gates (it claims them here).
+  void submit(uint64_t id, CommWork work, bool collective, std::vector<std::shared_ptr<OperationGate>> gates = {});
   // Waits until every operation up to `id` completed: loomSuccess, loomInProgress when timeoutMs
   // passed first (0: test, <0: forever), or the error that broke the communicator.
   Status wait(uint64_t id, int64_t timeoutMs);
@@ -38,9 +42,14 @@ class AsyncEngine {
     std::vector<std::pair<int, bool>> links;  // (peer, isSend) pairs a point-to-point task uses
     CommWork work;
     std::unique_ptr<PlanRunner> runner;
+    std::vector<std::shared_ptr<OperationGate>> gates;
+    uint64_t queuedNs = 0;
   };
   void run();
   void admitLocked();
+  bool gatesReadyLocked(Task& task);
+  bool waitsOnGatesLocked() const;
+  void finishTask(Task& task, const Status& outcome);
   void completeLocked(uint64_t id);
   void failLocked(const Status& error);
   Status progressActive(bool* progressed);

@@ -13,6 +13,7 @@
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "core/async_engine.h"
+#include "core/device_staging.h"
 #include "core/plan_cache.h"
 #include "core/trace.h"
 #include "loom.h"
@@ -59,7 +60,11 @@ struct loomComm {
   std::unique_ptr<loom::Bootstrap> bootstrap;
   std::unique_ptr<loom::TransportSet> transports;
   std::unique_ptr<loom::Tracer> tracer;  // written out when the communicator goes
-  // Nonblocking communicators only; declared after `transports` so it stops before they go.
+  // Stream-ordered device operations in flight; declared before `engine`, which finishes (and opens
+  // the gates of) every queued operation when it goes, so that these only wait for streams.
+  std::unique_ptr<loom::DeviceStreamState> deviceStreams;
+  // Nonblocking communicators, and blocking ones once they ran a stream-ordered device operation;
+  // declared after `transports` so it stops before they go.
   std::unique_ptr<loom::AsyncEngine> engine;
 
   std::atomic<bool> aborted{false};

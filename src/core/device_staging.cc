@@ -5,13 +5,18 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "base/datatype.h"
+#include "base/env.h"
 #include "core/communicator.h"
 #include "kernels/cuda/memory_kind.h"
+#include "kernels/cuda/host_flags.h"
 #include "kernels/cuda/pinned_pool.h"
+#include "kernels/cuda/stream_gate.h"
 
 namespace loom {
 namespace {
@@ -36,25 +41,38 @@ struct Region {
   char* map(const void* p) const { return pinned.data() + (static_cast<const char*>(p) - device); }
 };
 
-struct CopyOut {
-  char* device;
-  const char* host;
+// A copy between the device and its pinned twin, enqueued on the operation's stream.
+struct Copy {
+  char* to;
+  const char* from;
   size_t bytes;
   int deviceId;
   loomStream_t stream;
+  cudaMemcpyKind kind;
 };
 
+Status enqueueCopies(const std::vector<Copy>& copies) {
+  for (const Copy& c : copies) {
+    cuda::DeviceScope scope(c.deviceId);
+    LOOM_CUDA_TRY(scope.error());
+    LOOM_CUDA_TRY(cudaMemcpyAsync(c.to, c.from, c.bytes, c.kind, asCuda(c.stream)));
+  }
+  return Status::Ok();
+}
+
+// The staging of one operation.
 class Staging {
  public:
-  // Rewrites op's device pointers to pinned copies, enqueues the copy of its input and records the
-  // copy of its output. Managed memory is used in place, after its stream is synchronized.
-  Status stage(Operation* op) {
+  // Rewrites op's device pointers to pinned copies and notes the copies in and out; enqueues
+  // nothing. Managed memory is used in place (ordered by the operation's stream).
+  Status prepare(Operation* op) {
     size_t sendBytes = 0, recvBytes = 0;
     bufferBytes(*op, &sendBytes, &recvBytes);
     const MemoryInfo send = sendBytes ? cuda::queryMemory(op->send) : MemoryInfo{};
     const MemoryInfo recv = recvBytes ? cuda::queryMemory(op->recv) : MemoryInfo{};
     for (const MemoryInfo* m : {&send, &recv})
-      if (m->kind != MemoryKind::Host) noteStream(op->stream, m->device);
+      if (m->kind != MemoryKind::Host && device_ < 0) device_ = m->device;
+    stream_ = op->stream;
     const bool sendDev = send.kind == MemoryKind::Device, recvDev = recv.kind == MemoryKind::Device;
     if (!sendDev && !recvDev) return Status::Ok();
 
@@ -71,12 +89,10 @@ class Staging {
       if (sendDev) LOOM_TRY(addRegion(s, sendBytes, send.device, &sendRegion));
       if (recvDev) LOOM_TRY(addRegion(r, recvBytes, recv.device, &recvRegion));
     }
-    if (sendRegion) {
-      cuda::DeviceScope scope(sendRegion->deviceId);
-      LOOM_CUDA_TRY(scope.error());
-      LOOM_CUDA_TRY(cudaMemcpyAsync(sendRegion->map(s), s, sendBytes, cudaMemcpyDeviceToHost, asCuda(op->stream)));
-    }
-    if (recvRegion) outs_.push_back(CopyOut{r, recvRegion->map(r), recvBytes, recvRegion->deviceId, op->stream});
+    if (sendRegion)
+      ins_.push_back(Copy{sendRegion->map(s), s, sendBytes, sendRegion->deviceId, op->stream, cudaMemcpyDeviceToHost});
+    if (recvRegion)
+      outs_.push_back(Copy{r, recvRegion->map(r), recvBytes, recvRegion->deviceId, op->stream, cudaMemcpyHostToDevice});
     // Pointers the call names but does not use on this rank (a non-root's in-place recvbuff) follow
     // along when they fall inside a staged range, so in-place relations hold on every rank.
     if (const char* p = remap(op->send, sendRegion, recvRegion)) op->send = p;
@@ -84,25 +100,19 @@ class Staging {
     return Status::Ok();
   }
 
-  Status synchronize() {
-    for (const auto& [stream, device] : streams_) {
-      cuda::DeviceScope scope(device);
-      LOOM_CUDA_TRY(scope.error());
-      LOOM_CUDA_TRY(cudaStreamSynchronize(asCuda(stream)));
-    }
+  // Whether the operation names CUDA memory (device or managed): then its stream orders it.
+  bool touchesCuda() const { return device_ >= 0; }
+  int device() const { return device_; }
+  loomStream_t stream() const { return stream_; }
+
+  Status enqueueCopyIn() const { return enqueueCopies(ins_); }
+  Status enqueueCopyOut() const { return enqueueCopies(outs_); }
+  Status synchronize() const {
+    cuda::DeviceScope scope(device_);
+    LOOM_CUDA_TRY(scope.error());
+    LOOM_CUDA_TRY(cudaStreamSynchronize(asCuda(stream_)));
     return Status::Ok();
   }
-
-  Status copyOut() {
-    for (const CopyOut& c : outs_) {
-      cuda::DeviceScope scope(c.deviceId);
-      LOOM_CUDA_TRY(scope.error());
-      LOOM_CUDA_TRY(cudaMemcpyAsync(c.device, c.host, c.bytes, cudaMemcpyHostToDevice, asCuda(c.stream)));
-    }
-    return synchronize();
-  }
-
-  bool touchesCuda() const { return !streams_.empty(); }
 
  private:
   Status addRegion(const char* device, size_t bytes, int deviceId, Region** out) {
@@ -123,18 +133,19 @@ class Staging {
     return nullptr;
   }
 
-  void noteStream(loomStream_t stream, int device) {
-    const auto key = std::make_pair(stream, device);
-    if (std::find(streams_.begin(), streams_.end(), key) == streams_.end()) streams_.push_back(key);
-  }
-
   std::vector<std::unique_ptr<Region>> regions_;
-  std::vector<CopyOut> outs_;
-  std::vector<std::pair<loomStream_t, int>> streams_;  // (stream, device) to synchronize
+  std::vector<Copy> ins_;
+  std::vector<Copy> outs_;
+  int device_ = -1;
+  loomStream_t stream_ = nullptr;
 };
 
+using Stagings = std::vector<std::unique_ptr<Staging>>;
+
+// ---- Synchronous staging ----
+
 // Nonblocking communicators queue their plans on a progress thread: the pinned buffers must outlive
-// that work, so wait for it (this version stays synchronous for device buffers).
+// that work, so wait for it.
 Status waitForQueuedWork(const std::vector<Operation>& ops) {
   std::vector<loomComm_t> seen;
   Status first;
@@ -148,20 +159,217 @@ Status waitForQueuedWork(const std::vector<Operation>& ops) {
   return first;
 }
 
-}  // namespace
-
-Status runWithDeviceStaging(const std::vector<Operation>& ops, HostRunner runHost) {
-  if (!cuda::cudaUsable()) return runHost(ops);
-  Staging staging;
-  std::vector<Operation> staged = ops;
-  for (Operation& op : staged) LOOM_TRY(staging.stage(&op).withContext(operationName(op)));
-  if (!staging.touchesCuda()) return runHost(ops);
-  LOOM_TRY(staging.synchronize().withContext("staging device buffers"));
+Status runSynchronous(const std::vector<Operation>& staged, const Stagings& stagings, HostRunner runHost) {
+  for (const auto& s : stagings)
+    if (s->touchesCuda()) LOOM_TRY(s->enqueueCopyIn().withContext("staging device buffers"));
+  for (const auto& s : stagings)
+    if (s->touchesCuda()) LOOM_TRY(s->synchronize().withContext("staging device buffers"));
   Status st = runHost(staged);
   Status waited = waitForQueuedWork(staged);
   if (!st.ok()) return st;
   LOOM_TRY(waited);
-  return staging.copyOut().withContext("copying results to device buffers");
+  for (const auto& s : stagings)
+    if (s->touchesCuda()) LOOM_TRY(s->enqueueCopyOut().withContext("copying results to device buffers"));
+  for (const auto& s : stagings)
+    if (s->touchesCuda()) LOOM_TRY(s->synchronize().withContext("copying results to device buffers"));
+  return Status::Ok();
+}
+
+// ---- Stream-ordered staging ----
+
+class EventHandle {
+ public:
+  EventHandle() = default;
+  ~EventHandle() {
+    if (event_) cudaEventDestroy(event_);
+  }
+  EventHandle(const EventHandle&) = delete;
+  EventHandle& operator=(const EventHandle&) = delete;
+  Status record(loomStream_t stream) {
+    if (!event_) LOOM_CUDA_TRY(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    LOOM_CUDA_TRY(cudaEventRecord(event_, asCuda(stream)));
+    return Status::Ok();
+  }
+  // Sets *done when the stream passed the event.
+  Status query(bool* done) const {
+    const cudaError_t st = cudaEventQuery(event_);
+    *done = st == cudaSuccess;
+    if (st != cudaSuccess && st != cudaErrorNotReady) return cuda::cudaStatus(st, "cudaEventQuery");
+    return Status::Ok();
+  }
+  void wait() const {
+    if (event_) cudaEventSynchronize(event_);
+  }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// The progress thread's view of one operation's stream: ready once the stream copied the input to
+// pinned memory (the event is recorded only after the operation was queued, so ready() first waits
+// for arm()); finishing it opens the stream's gate whatever the outcome (after a failure the output is
+// undefined, as in NCCL, and the communicator reports the error).
+class StreamGate final : public OperationGate {
+ public:
+  StreamGate(int device, cuda::HostFlags::Flag flag) : device_(device), flag_(flag) {}
+  Status ready(bool* isReady) override {
+    *isReady = false;
+    const int state = state_.load(std::memory_order_acquire);
+    if (state == kBroken) return broken_;
+    if (state != kArmed) return Status::Ok();
+    cuda::DeviceScope scope(device_);
+    LOOM_CUDA_TRY(scope.error());
+    return inputsCopied_.query(isReady).withContext("waiting for a device input on its stream");
+  }
+  EventHandle& inputsCopied() { return inputsCopied_; }
+  void arm() { state_.store(kArmed, std::memory_order_release); }
+  // The stream work could not be enqueued: the operation fails with `why` when it comes up.
+  void breakWith(const Status& why) {
+    broken_ = why;
+    state_.store(kBroken, std::memory_order_release);
+  }
+  const cuda::HostFlags::Flag& flag() const { return flag_; }
+
+ private:
+  enum { kUnarmed, kArmed, kBroken };
+  void onFinish(const Status&) override { cuda::HostFlags::open(flag_); }
+  int device_;
+  cuda::HostFlags::Flag flag_;
+  EventHandle inputsCopied_;
+  std::atomic<int> state_{kUnarmed};
+  Status broken_;
+};
+
+// One stream-ordered operation until its stream passed the copy back: then its pinned memory and
+// its gate word may be reused.
+struct InFlight {
+  std::unique_ptr<Staging> staging;
+  std::shared_ptr<StreamGate> gate;
+  EventHandle outputsCopied;
+};
+
+class StreamStaging final : public DeviceStreamState {
+ public:
+  ~StreamStaging() override {
+    // The progress thread is gone, so every gate is open and the streams get past them.
+    for (auto& f : inFlight_) {
+      cuda::DeviceScope scope(f->staging->device());
+      f->outputsCopied.wait();
+    }
+  }
+  cuda::HostFlags& flags() { return flags_; }
+  void add(std::unique_ptr<InFlight> f) { inFlight_.push_back(std::move(f)); }
+  // Frees what the streams are done with, oldest first.
+  void retire() {
+    for (auto it = inFlight_.begin(); it != inFlight_.end();) {
+      InFlight& f = **it;
+      bool done = false;
+      cuda::DeviceScope scope(f.staging->device());
+      if (f.gate->finished() && f.outputsCopied.query(&done).ok() && done) {
+        flags_.release(f.gate->flag());
+        it = inFlight_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+ private:
+  cuda::HostFlags flags_;
+  std::deque<std::unique_ptr<InFlight>> inFlight_;
+};
+
+// Whether this call may return before its device work is done (see device_staging.h): every
+// operation names CUDA memory on a created stream, and no communicator has a rank in this process.
+bool streamOrdered(const std::vector<Operation>& ops, const Stagings& stagings) {
+  if (envInt("LOOM_DEVICE_ASYNC", 1) == 0) return false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const loomStream_t stream = ops[i].stream;
+    if (!stagings[i]->touchesCuda() || stream == nullptr || asCuda(stream) == cudaStreamLegacy) return false;
+    if (ops[i].comm->transports && ops[i].comm->transports->hasPeerInThisProcess()) return false;
+  }
+  return true;
+}
+
+StreamStaging& streamStateOf(loomComm_t comm) {
+  if (!comm->deviceStreams) comm->deviceStreams = std::make_unique<StreamStaging>();
+  return static_cast<StreamStaging&>(*comm->deviceStreams);
+}
+
+// Enqueues on the operation's stream: the copies in, the event the progress thread waits for, the
+// gate, the copies out and the event that says the pinned memory is free again.
+Status enqueueStreamWork(InFlight& f) {
+  const Staging& s = *f.staging;
+  cuda::DeviceScope scope(s.device());
+  LOOM_CUDA_TRY(scope.error());
+  LOOM_TRY(s.enqueueCopyIn());
+  LOOM_TRY(f.gate->inputsCopied().record(s.stream()));
+  LOOM_CUDA_TRY(cuda::enqueueHostFlagWait(f.gate->flag().device, s.stream()));
+  LOOM_TRY(s.enqueueCopyOut());
+  return f.outputsCopied.record(s.stream());
+}
+
+// Queues the operations (planned over pinned memory, gated) first and only then enqueues their stream
+// work, so that a call refused while planning or queuing leaves the device buffers untouched.
+Status runStreamOrdered(std::vector<Operation>& staged, Stagings& stagings, HostRunner runHost) {
+  std::vector<std::unique_ptr<InFlight>> flights;
+  Status st;
+  for (size_t i = 0; i < staged.size() && st.ok(); ++i) {
+    cuda::DeviceScope scope(stagings[i]->device());
+    cuda::HostFlags::Flag flag;
+    {
+      std::lock_guard<std::mutex> lock(staged[i].comm->busy);
+      StreamStaging& state = streamStateOf(staged[i].comm);
+      state.retire();
+      st = cuda::cudaStatus(scope.error(), "cudaSetDevice");
+      if (st.ok()) st = state.flags().acquire(&flag);
+    }
+    if (!st.ok()) break;
+    auto f = std::make_unique<InFlight>();
+    f->staging = std::move(stagings[i]);
+    f->gate = std::make_shared<StreamGate>(f->staging->device(), flag);
+    staged[i].gate = f->gate;
+    flights.push_back(std::move(f));
+  }
+  if (st.ok()) st = runHost(staged);
+  for (size_t i = 0; i < flights.size(); ++i) {
+    InFlight& f = *flights[i];
+    loomComm_t comm = staged[i].comm;
+    std::lock_guard<std::mutex> lock(comm->busy);
+    StreamStaging& state = streamStateOf(comm);
+    if (!f.gate->claimed()) {  // not queued: nothing runs, nothing was enqueued
+      state.flags().release(f.gate->flag());
+      continue;
+    }
+    Status enqueued = enqueueStreamWork(f).withContext(operationName(staged[i]));
+    if (enqueued.ok()) {
+      f.gate->arm();
+    } else {
+      // The progress thread fails the communicator with this when it gets to the operation; anything
+      // already enqueued passes the gate once it is finished.
+      f.gate->breakWith(enqueued);
+      if (st.ok()) st = enqueued;
+    }
+    state.add(std::move(flights[i]));
+  }
+  return st;
+}
+
+}  // namespace
+
+Status runWithDeviceStaging(const std::vector<Operation>& ops, HostRunner runHost) {
+  if (!cuda::cudaUsable()) return runHost(ops);
+  std::vector<Operation> staged = ops;
+  Stagings stagings;
+  bool anyCuda = false;
+  for (Operation& op : staged) {
+    stagings.push_back(std::make_unique<Staging>());
+    LOOM_TRY(stagings.back()->prepare(&op).withContext(operationName(op)));
+    anyCuda = anyCuda || stagings.back()->touchesCuda();
+  }
+  if (!anyCuda) return runHost(ops);
+  if (streamOrdered(ops, stagings)) return runStreamOrdered(staged, stagings, runHost);
+  return runSynchronous(staged, stagings, runHost);
 }
 
 Status readScalarToHost(const void** scalar, loomDataType_t dtype, void* storage) {

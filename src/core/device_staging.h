@@ -1,18 +1,23 @@
-// Device buffers in collectives (issue 8, first version): when an operation's send or receive buffer
-// is CUDA device memory, it runs over pinned host copies. For each operation of a group: copy the
-// device input to pinned memory on the operation's stream, synchronize, run the ordinary host plans
-// over the pinned buffers, copy the pinned output back to the device on the same stream, and
-// synchronize again before returning. Host buffers are used as they are; without CUDA (or without
+// Device buffers in collectives (issue 8): when an operation's send or receive buffer is CUDA device
+// memory, it runs over pinned host copies: the device input is copied to pinned memory on the
+// operation's stream, the ordinary host plans run over the pinned buffers, and the output is copied
+// back to the device on the same stream. Host buffers are used as they are; without CUDA (or without
 // a usable driver/GPU) this is exactly the host path.
 //
-// Limits of this version, in order of what comes next:
-// - The call blocks until the operation is complete (NCCL returns at once and the work is ordered on
-//   the stream). Next: return at once; the progress thread waits on a CUDA event recorded after the
-//   copy-in, runs the plan, enqueues the copy-out, and the stream waits on an event (or a host
-//   function / stream memory op) that the progress thread signals.
-// - Every byte crosses PCIe twice per rank. Next: the CUDA IPC p2p transport and device kernels that
-//   run plan steps (src/kernels/cuda/README.md).
-// - Nonblocking communicators also block here until their progress thread finished the operation.
+// Two ways to wait, chosen per call:
+// - Stream-ordered (NCCL's semantics): the call returns once the copies are enqueued. The
+//   communicator's progress thread starts the host plans when a CUDA event says the input copy is
+//   done; the stream waits at a gate (kernels/cuda/stream_gate.h) that the progress thread opens
+//   when the plans ended, and the copy back follows it. Errors surface through
+//   loomCommGetAsyncError and the next call. Used when the stream is a created stream (not the legacy
+//   default stream) and no other rank of the communicator lives in this process: ranks that are
+//   threads of one process share one device, and there a call that synchronizes the device
+//   (cudaMalloc, cudaFree, a legacy-stream copy) in one rank's thread would wait for another rank's
+//   gate, which waits for the first rank: a deadlock no rank can break. LOOM_DEVICE_ASYNC=0 turns it off.
+// - Synchronous, otherwise: copy in, synchronize, run the plans, copy back, synchronize, return.
+//
+// Either way every byte crosses PCIe twice per rank. Next: the CUDA IPC p2p transport and device
+// kernels that run plan steps (src/kernels/cuda/README.md).
 #pragma once
 
 #include <vector>
@@ -23,6 +28,14 @@
 namespace loom {
 
 using HostRunner = Status (*)(const std::vector<Operation>&);
+
+// A communicator's stream-ordered device operations still in flight (their pinned buffers, events
+// and gates), kept until their streams are past them. Declared here so that loomComm can own one;
+// only the CUDA build makes them.
+class DeviceStreamState {
+ public:
+  virtual ~DeviceStreamState() = default;  // waits for the streams to pass every gate
+};
 
 #ifdef LOOM_HAVE_CUDA
 

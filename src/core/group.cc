@@ -42,17 +42,22 @@ CommWork workFor(loomComm_t comm) {
 }
 
 // Plans one communicator's share of a group: each collective in call order, then one plan for all
-// its point-to-point operations. A nonblocking communicator gets them queued on its progress
-// thread; a blocking one gets them appended to `blocking` for the caller to run.
+// its point-to-point operations. A communicator with a progress thread gets them queued there; a
+// blocking one without gets them appended to `blocking` for the caller to run. Gated operations
+// (device buffers staged on a stream) always go to the progress thread, which starts it if needed.
 Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool soleComm, std::vector<CommWork>* blocking) {
   LOOM_TRY(checkUsable(comm));
+  const bool gated = std::any_of(ops.begin(), ops.end(), [&](const Operation& op) { return op.comm == comm && op.gate; });
+  if (gated && !comm->engine) comm->engine = std::make_unique<AsyncEngine>(comm);
   AsyncEngine* engine = comm->engine.get();
   CommWork w = workFor(comm);
   std::vector<Operation> p2p;
+  std::vector<std::shared_ptr<OperationGate>> p2pGates;
   for (const Operation& op : ops) {
     if (op.comm != comm) continue;
     if (op.coll == Collective::SendRecv) {
       p2p.push_back(op);
+      if (op.gate) p2pGates.push_back(op.gate);
       continue;
     }
     ++comm->opCount;
@@ -63,7 +68,7 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
     if (engine) {
       CommWork single = workFor(comm);
       if (op.count > 0) single.plans.push_back(std::move(bp));
-      engine->submit(comm->opCount, std::move(single), true);
+      engine->submit(comm->opCount, std::move(single), true, op.gate ? std::vector{op.gate} : std::vector<std::shared_ptr<OperationGate>>{});
     } else if (op.count > 0) {
       w.plans.push_back(std::move(bp));
     }
@@ -75,10 +80,18 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
     CommWork single = workFor(comm);
     CommWork& target = engine ? single : w;
     if (!bp.plan->lanes.empty()) target.plans.push_back(std::move(bp));
-    if (engine) engine->submit(comm->opCount, std::move(single), false);
+    if (engine) engine->submit(comm->opCount, std::move(single), false, std::move(p2pGates));
   }
   if (!engine) blocking->push_back(std::move(w));
   return Status::Ok();
+}
+
+// A blocking communicator whose progress thread runs gated operations still returns from a host
+// operation only when it is complete: it waits for its own queued work.
+Status waitIfBlocking(loomComm_t comm, const std::vector<Operation>& ops) {
+  if (!comm->settings.blocking || !comm->engine) return Status::Ok();
+  const bool ungated = std::any_of(ops.begin(), ops.end(), [&](const Operation& op) { return op.comm == comm && !op.gate; });
+  return ungated ? comm->engine->wait(comm->opCount, -1) : Status::Ok();
 }
 
 // Runs (or queues) operations of possibly several communicators; each is locked meanwhile.
@@ -94,6 +107,7 @@ Status runHostOperations(const std::vector<Operation>& ops) {
     LOOM_TRY(planForComm(comm, ops, comms.size() == 1, &work));
     if (!comm->engine) blockingComms.push_back(comm);
   }
+  for (loomComm_t comm : comms) LOOM_TRY(waitIfBlocking(comm, ops));
   if (work.empty()) return Status::Ok();
   int failed = -1;
   Status st = executeWork(work, &failed);

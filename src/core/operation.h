@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "algorithms/plan.h"
 #include "base/status.h"
+#include "core/operation_gate.h"
 #include "loom.h"
 
 namespace loom {
@@ -20,6 +22,9 @@ struct Operation {
   int op = loomSum;
   int root = 0;  // root for rooted collectives, peer for send/recv
   loomStream_t stream = nullptr;
+  // Set for an operation whose device buffers are staged asynchronously on its stream: it runs on
+  // the communicator's progress thread once the gate is ready (core/device_staging.h).
+  std::shared_ptr<OperationGate> gate;
 };
 
 // Checks everything about the call that can be checked locally, before any data moves:

@@ -79,6 +79,12 @@ std::vector<int> TransportSet::memoryPeersOf(int rank) const {
   return list;
 }
 
+bool TransportSet::hasPeerInThisProcess() const {
+  for (int q = 0; q < nranks_; ++q)
+    if (q != rank_ && peers_[q].hostHash == peers_[rank_].hostHash && peers_[q].pid == peers_[rank_].pid) return true;
+  return false;
+}
+
 std::string TransportSet::describePeer(int peer) const {
   return fmt::format("rank {} ({} pid {}, {})", peer, peers_[peer].hostname, peers_[peer].pid,
                      transportKindName(kinds_[peer]));

@@ -46,6 +46,9 @@ class TransportSet {
   size_t slotBytes() const { return options_.slotBytes; }
   bool hasSocketPeers() const { return hasSocketPeers_; }
   bool hasMemoryPeers() const { return own_ != nullptr; }
+  // Whether another rank of this communicator lives in this process (threads), whatever transport
+  // was forced between them.
+  bool hasPeerInThisProcess() const;
   // This rank's doorbell: rung by peers on delivery and by loomCommAbort.
   Doorbell* bell() const { return bell_; }
   // loomRemoteError naming the peer when it is known to have failed (memory peers only; socket

@@ -2,9 +2,12 @@
 // element (device_cases.h). Compiled twice: ranks as threads of this process, and with
 // LOOM_GPU_PROCESSES as forked processes (this process never initializes CUDA before forking: the
 // GPU probe runs in a child). Skips with the reason when no GPU is present.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../api/harness.h"
@@ -91,6 +94,59 @@ TEST_P(DeviceCollectives, Large) {
                              .dtypes = {loomFloat32, loomFloat16},
                              .ops = {Op::Sum},
                              .counts = {(size_t{1} << 20) + 5}}});
+}
+
+// Stream order: the stream is held for 300 ms by a host function before two collectives on it.
+// Ranks that are processes get NCCL's semantics: the calls return while the stream is still held, and
+// the work happens in stream order after it. Ranks that are threads of one process are staged
+// synchronously (src/core/device_staging.h says why), so there the first call waits for the stream.
+TEST_P(DeviceCollectives, OrderedOnTheCallersStream) {
+  const int n = GetParam();
+  loomtest::RunOptions run;
+  run.timeoutSec = 300;
+  std::string failures = loomtest::runRanks(kLaunch, n, run, [&](loomtest::RankContext& ctx) -> std::string {
+    using Clock = std::chrono::steady_clock;
+    auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    cudaCheck(cudaSetDevice(0), "cudaSetDevice");
+    cudaStream_t stream = nullptr;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const size_t count = (size_t{1} << 20) + 3;
+    std::vector<float> host(count, static_cast<float>(ctx.rank + 1));
+    DeviceBuffer buf(count * sizeof(float), 11);
+    buf.upload(host.data(), count * sizeof(float));
+    cudaCheck(cudaLaunchHostFunc(stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }, nullptr),
+              "cudaLaunchHostFunc");
+    const Clock::time_point start = Clock::now();
+    loomResult_t r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
+    const double callMs = ms(Clock::now() - start);
+    if (r != loomSuccess) return loomtest::callFailure("loomAllReduce", r, ctx.comm);
+    // Queued behind the first on the same stream: Max of equal sums keeps the sum.
+    r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomMax, ctx.comm, stream);
+    if (r != loomSuccess) return loomtest::callFailure("loomAllReduce", r, ctx.comm);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    const double totalMs = ms(Clock::now() - start);
+    loomResult_t async = loomSuccess;
+    loomCommGetAsyncError(ctx.comm, &async);
+    std::string problems;
+    if (async != loomSuccess) problems += " async error " + std::to_string(async) + ";";
+    const std::vector<uint8_t> bytes = buf.download();
+    const auto* out = reinterpret_cast<const float*>(bytes.data());
+    const float want = static_cast<float>(n * (n + 1) / 2);
+    for (size_t i = 0; i < count; ++i)
+      if (out[i] != want) {
+        problems += " element " + std::to_string(i) + " is " + std::to_string(out[i]) + ", want " + std::to_string(want) + ";";
+        break;
+      }
+    problems += buf.checkGuards("buffer");
+    if (kLaunch == loomtest::Launch::Processes && callMs > 150)
+      problems += " the call waited for the held stream (" + std::to_string(callMs) + " ms);";
+    if (kLaunch == loomtest::Launch::Threads && callMs < 250)
+      problems += " threads stage synchronously, yet the call returned after " + std::to_string(callMs) + " ms;";
+    if (totalMs < 290) problems += " the work did not wait for the held stream (" + std::to_string(totalMs) + " ms);";
+    cudaStreamDestroy(stream);
+    return problems;
+  });
+  EXPECT_EQ(failures, "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DeviceCollectives, ::testing::Values(2, 3, 4),
