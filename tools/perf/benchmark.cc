@@ -160,7 +160,8 @@ class RankBenchmark {
         t.layout.recvCount,
     };
     const BufferView onDevice = device_.map(buffers);  // -G cuda; else the host buffers
-    const OpCall call{onDevice.send, onDevice.recv, t.type, t.loomOp, t.view, comm_};
+    const OpCall call{onDevice.send, onDevice.recv, t.type, t.loomOp, t.view, comm_,
+                      static_cast<loomStream_t>(device_.stream())};
     auto runOnce = [&] { check(coll_.run(call), coll_.apiName, comm_); };
     auto iteration = [&] {
       if (o_.aggIters == 1) return runOnce();
@@ -172,12 +173,14 @@ class RankBenchmark {
     prepareBuffers(t.type, *t.pattern, t.view, buffers);  // keeps timed arithmetic on finite values
     device_.upload(buffers, elt);
     for (int i = 0; i < o_.warmupIters; ++i) iteration();
+    device_.synchronize();
     barrier();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) {
       iteration();
       if (o_.blocking == 1) barrier();
     }
+    device_.synchronize();  // -G cuda: the loop only enqueued
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     const double seconds = combineTime(elapsed.count() / (static_cast<double>(o_.iters) * o_.aggIters));
 

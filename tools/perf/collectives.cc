@@ -36,28 +36,28 @@ Layout allToAll(size_t count, int n) {
 
 // ---- calls ----
 loomResult_t runAllReduce(const OpCall& c) {
-  return loomAllReduce(c.send, c.recv, c.view.paramCount, c.type, c.op, c.comm, nullptr);
+  return loomAllReduce(c.send, c.recv, c.view.paramCount, c.type, c.op, c.comm, c.stream);
 }
 loomResult_t runAllGather(const OpCall& c) {
-  return loomAllGather(c.send, c.recv, c.view.paramCount, c.type, c.comm, nullptr);
+  return loomAllGather(c.send, c.recv, c.view.paramCount, c.type, c.comm, c.stream);
 }
 loomResult_t runReduceScatter(const OpCall& c) {
-  return loomReduceScatter(c.send, c.recv, c.view.paramCount, c.type, c.op, c.comm, nullptr);
+  return loomReduceScatter(c.send, c.recv, c.view.paramCount, c.type, c.op, c.comm, c.stream);
 }
 loomResult_t runBroadcast(const OpCall& c) {
-  return loomBroadcast(c.send, c.recv, c.view.paramCount, c.type, c.view.root, c.comm, nullptr);
+  return loomBroadcast(c.send, c.recv, c.view.paramCount, c.type, c.view.root, c.comm, c.stream);
 }
 loomResult_t runReduce(const OpCall& c) {
-  return loomReduce(c.send, c.recv, c.view.paramCount, c.type, c.op, c.view.root, c.comm, nullptr);
+  return loomReduce(c.send, c.recv, c.view.paramCount, c.type, c.op, c.view.root, c.comm, c.stream);
 }
 loomResult_t runAllToAll(const OpCall& c) {
-  return loomAlltoAll(c.send, c.recv, c.view.paramCount, c.type, c.comm, nullptr);
+  return loomAlltoAll(c.send, c.recv, c.view.paramCount, c.type, c.comm, c.stream);
 }
 loomResult_t runGather(const OpCall& c) {
-  return loomGather(c.send, c.recv, c.view.paramCount, c.type, c.view.root, c.comm, nullptr);
+  return loomGather(c.send, c.recv, c.view.paramCount, c.type, c.view.root, c.comm, c.stream);
 }
 loomResult_t runScatter(const OpCall& c) {
-  return loomScatter(c.send, c.recv, c.view.paramCount, c.type, c.view.root, c.comm, nullptr);
+  return loomScatter(c.send, c.recv, c.view.paramCount, c.type, c.view.root, c.comm, c.stream);
 }
 // A ring shift, as nccl-tests' sendrecv: send to rank+1, receive from rank-1, fused by a group.
 loomResult_t runSendRecv(const OpCall& c) {
@@ -66,8 +66,8 @@ loomResult_t runSendRecv(const OpCall& c) {
   const int recvPeer = (c.view.rank - 1 + n) % n;
   loomResult_t r = loomGroupStart();
   if (r != loomSuccess) return r;
-  loomResult_t s = loomSend(c.send, c.view.paramCount, c.type, sendPeer, c.comm, nullptr);
-  loomResult_t v = loomRecv(c.recv, c.view.paramCount, c.type, recvPeer, c.comm, nullptr);
+  loomResult_t s = loomSend(c.send, c.view.paramCount, c.type, sendPeer, c.comm, c.stream);
+  loomResult_t v = loomRecv(c.recv, c.view.paramCount, c.type, recvPeer, c.comm, c.stream);
   r = loomGroupEnd();
   return s != loomSuccess ? s : v != loomSuccess ? v : r;
 }

@@ -37,6 +37,7 @@ struct OpCall {
   loomRedOp_t op;
   RankView view;
   loomComm_t comm;
+  loomStream_t stream;  // -G cuda: this rank's stream; else NULL (host buffers, complete on return)
 };
 
 struct Collective {

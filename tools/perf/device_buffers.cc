@@ -41,10 +41,17 @@ DeviceBuffers::DeviceBuffers(bool enabled, size_t bytes, int rank, const unsigne
   const size_t n = bytes < 64 ? 64 : bytes;
   cudaCheck(cudaMalloc(reinterpret_cast<void**>(&send_), n), "cudaMalloc");
   cudaCheck(cudaMalloc(reinterpret_cast<void**>(&recv_), n), "cudaMalloc");
+  cudaStream_t stream = nullptr;
+  cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  stream_ = stream;
   std::snprintf(description_, sizeof description_, "cuda:%d device memory", device_);
 }
 
 DeviceBuffers::~DeviceBuffers() {
+  if (stream_) {
+    cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+    cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  }
   if (send_) cudaFree(send_);
   if (recv_) cudaFree(recv_);
 }
@@ -60,8 +67,13 @@ BufferView DeviceBuffers::map(const BufferView& h) const {
   return BufferView{mapOne(h.send), h.sendCount, mapOne(h.recv), h.recvCount};
 }
 
+void DeviceBuffers::synchronize() const {
+  if (stream_) cudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
+}
+
 void DeviceBuffers::upload(const BufferView& h, size_t elemSize) const {
   if (!enabled_) return;
+  synchronize();  // the copies below use the legacy stream, which does not wait for ours
   const BufferView d = map(h);
   cudaCheck(cudaMemcpy(d.recv, h.recv, h.recvCount * elemSize, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
   if (d.send != d.recv)
@@ -70,6 +82,7 @@ void DeviceBuffers::upload(const BufferView& h, size_t elemSize) const {
 
 void DeviceBuffers::download(const BufferView& h, size_t elemSize) const {
   if (!enabled_) return;
+  synchronize();
   const BufferView d = map(h);
   cudaCheck(cudaMemcpy(h.recv, d.recv, h.recvCount * elemSize, cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
 }
@@ -86,6 +99,7 @@ DeviceBuffers::~DeviceBuffers() = default;
 BufferView DeviceBuffers::map(const BufferView& h) const { return h; }
 void DeviceBuffers::upload(const BufferView&, size_t) const {}
 void DeviceBuffers::download(const BufferView&, size_t) const {}
+void DeviceBuffers::synchronize() const {}
 
 #endif
 

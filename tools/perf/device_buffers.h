@@ -1,6 +1,8 @@
-// -G/--device cuda: the collective runs on CUDA device buffers (cudaMalloc, device rank % GPUs).
-// The host buffers stay the place where inputs are made and outputs checked; this class mirrors them
-// on the device: upload before the timed loop and before each check, download after each check.
+// -G/--device cuda: the collective runs on CUDA device buffers (cudaMalloc, device rank % GPUs) on a
+// stream of this rank's own, as nccl-tests does: the timed loop enqueues, then synchronizes the
+// stream. The host buffers stay the place where inputs are made and outputs checked; this class
+// mirrors them on the device: upload before the timed loop and before each check, download after
+// each check (both after the stream finished).
 // Without -G every method is the identity / a no-op. A build without CUDA refuses -G at parse time.
 #pragma once
 
@@ -28,6 +30,9 @@ class DeviceBuffers {
   void upload(const BufferView& host, size_t elemSize) const;
   // Copies the receive region back to the host view.
   void download(const BufferView& host, size_t elemSize) const;
+  // The stream the collectives run on (nullptr without -G), and waiting for it.
+  void* stream() const { return stream_; }
+  void synchronize() const;
 
   // "host memory" or "cuda:N device memory" for the report's rank lines.
   const char* describe() const;
@@ -40,6 +45,7 @@ class DeviceBuffers {
   const unsigned char* hostRecv_;
   unsigned char* send_ = nullptr;
   unsigned char* recv_ = nullptr;
+  void* stream_ = nullptr;
   char description_[48] = "host memory";
 };
 
