@@ -58,7 +58,8 @@ struct ElementwiseArgs {
 
 // Splits count elements of elemSize bytes into head / aligned vectors / tail. When the pointers are
 // misaligned differently there is no common aligned part and everything goes element by element.
-inline void planVectors(ElementwiseArgs* args, size_t elemSize) {
+// (Host and device: the plan interpreter, plan_interpreter.cuh, sets up its copies on the device.)
+LOOM_HD void planVectors(ElementwiseArgs* args, size_t elemSize) {
   const uintptr_t d = reinterpret_cast<uintptr_t>(args->dst) % kVectorBytes;
   const uintptr_t a = reinterpret_cast<uintptr_t>(args->a) % kVectorBytes;
   const uintptr_t b = args->b ? reinterpret_cast<uintptr_t>(args->b) % kVectorBytes : d;
@@ -312,7 +313,7 @@ LOOM_UNROLL
 }
 
 // Fills ElementwiseArgs for a reduce (b != null) or copy (b == null) of count elements of dtype.
-inline ElementwiseArgs makeArgs(void* dst, const void* a, const void* b, size_t count, size_t elemSize,
+LOOM_HD ElementwiseArgs makeArgs(void* dst, const void* a, const void* b, size_t count, size_t elemSize,
                                 const ReduceOp& op, bool finalize) {
   ElementwiseArgs args;
   args.dst = dst;

@@ -1,0 +1,57 @@
+// Encodes one rank's plan for one operation into the flat layout of device_plan_layout.h, which a
+// kernel can read from device memory (plan_kernel.cu) and a host thread from host memory (the tests'
+// emulation): the same bytes serve both. The interpreter that runs it is plan_interpreter.cuh.
+//
+// The encoding holds the lanes and steps of ../../algorithms/plan.h, a buffer table (where send, recv,
+// scratch and point-to-point buffers are) and a connection table: for every (peer, channel) the FIFO
+// this rank sends into and the FIFO it receives from. Messages follow the host FIFO protocol of
+// ../../transport/memory_fifo.h: slots live in the receiver's memory; the sender publishes a message
+// by advancing `tail`, the receiver frees its slot by advancing `head`; counters only grow.
+//
+// No CUDA header is needed to include this file; everything in it is host code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "algorithms/plan.h"
+#include "base/status.h"
+#include "kernels/cuda/device_plan_layout.h"
+
+namespace loom::cuda {
+
+static_assert(kNoDeviceBuffer == kNoBuffer);
+
+// Everything besides the plan that the encoding binds: memory, connections, and how to stop.
+struct DevicePlanBindings {
+  loomDataType_t dtype = loomUint8;
+  // The operator as the executor sees it (core/planner.cc): for PreMulSum the caller scales its input
+  // into a staged copy first and passes a plain Sum, since every rank may have its own scalar.
+  ReduceOp op;
+  std::span<char* const> buffers;     // by plan buffer index (kSendBuffer, ...); those the plan names must be set
+  uint32_t nchannels = 1;             // channels in the FIFO tables (at least the plan's)
+  std::span<const DeviceFifo> sends;  // [peer * nchannels + channel]: FIFOs in the peers' memory this rank fills
+  std::span<const DeviceFifo> recvs;  // [peer * nchannels + channel]: FIFOs in this rank's memory peers fill
+  // Read while waiting: non-zero stops every lane with Aborted. A lane that fails for another reason
+  // sets it, so that the rank's other lanes stop too instead of waiting out the timeout.
+  uint32_t* abort = nullptr;
+  DeviceLaneStatus* laneStatus = nullptr;  // one per lane; zero it before each launch
+  uint64_t timeoutNs = 0;
+};
+
+// Bytes the encoding of `plan` with these bindings takes.
+size_t devicePlanBytes(const Plan& plan, const DevicePlanBindings& bindings);
+
+// Encodes `plan` into `out` (16-byte aligned, at least devicePlanBytes), after checking that the
+// bindings can carry it: every buffer and FIFO the plan names is bound, every message fits its FIFO's
+// slots, local copies do not partially overlap. loomInvalidArgument says what does not fit.
+Status encodeDevicePlan(const Plan& plan, const DevicePlanBindings& bindings, std::span<std::byte> out,
+                        DevicePlanShape* shape);
+
+// The operation's result from its lanes' statuses: Ok when every lane is Done, else the first
+// failure, naming the lane, step and peer (loomRemoteError for an abort, loomTimeout, loomInvalidUsage
+// for a size mismatch, loomInternalError otherwise).
+Status devicePlanResult(const Plan& plan, std::span<const DeviceLaneStatus> statuses);
+
+}  // namespace loom::cuda

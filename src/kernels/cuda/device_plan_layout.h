@@ -1,0 +1,109 @@
+// The encoded layout of one rank's plan for one operation (device_plan.h encodes it): plain structs
+// that a kernel reads from device memory (plan_kernel.cu) and a host thread from host memory (the
+// tests' emulation); the same bytes serve both. Everything here compiles under nvcc and any C++
+// compiler, with no CUDA header and nothing of the library's host-only headers (fmt).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/reduce.h"
+#include "loom.h"
+
+namespace loom::cuda {
+
+// A FIFO counter on its own 128-byte line (the sector pair a GPU moves at once), so that polling one
+// counter never drags another side's writes along with it.
+struct alignas(128) DeviceFifoCounter {
+  uint64_t value = 0;
+};
+
+// One direction of one (peer, channel) connection, as both of its ends see it. Every pointer must be
+// valid where the interpreter runs (device: device or mapped host memory, peer memory over CUDA IPC).
+struct DeviceFifo {
+  char* slots = nullptr;     // nslots x slotBytes, in the receiver's memory
+  uint64_t* tail = nullptr;  // messages posted: the sender writes it, the receiver polls it (receiver's memory)
+  // Messages consumed: the receiver writes it, the sender polls it. Best in the sender's memory, so that
+  // both sides poll locally and write across the link.
+  uint64_t* head = nullptr;
+  uint64_t* sizes = nullptr;  // nslots words: the bytes of the message in each slot (receiver's memory)
+  uint64_t slotBytes = 0;
+  uint32_t nslots = 0;
+  uint32_t reserved = 0;
+  bool present() const { return slots && tail && head && sizes && nslots > 0 && slotBytes > 0; }
+};
+
+// How a lane ended, written by the lane itself (its first worker) when it stops.
+enum class DeviceLaneOutcome : uint32_t {
+  NotReported = 0,       // the lane never reported (its launch did not run, or has not finished)
+  Done = 1,              // every step ran
+  Aborted = 2,           // the abort word became non-zero while the lane waited
+  TimedOut = 3,          // a wait made no progress for the plan's timeout
+  SizeMismatch = 4,      // a message's size differs from the step's (the ranks run different operations)
+  WrongElementSize = 5,  // the kernel's element type is not the encoded plan's dtype
+};
+
+struct DeviceLaneStatus {
+  uint32_t outcome = 0;  // DeviceLaneOutcome
+  uint32_t step = 0;     // the step the lane stopped at (its step count when Done)
+  int32_t peer = -1;     // the peer it waited on, or -1
+  uint32_t reserved = 0;
+  uint64_t detail = 0;  // SizeMismatch: the bytes that arrived
+};
+
+// ---- The plan itself (read in place by plan_interpreter.cuh) ------------------------------------------
+
+inline constexpr uint32_t kNoDeviceBuffer = 0xffffffffu;  // == algorithms/plan.h's kNoBuffer
+
+enum class DeviceStepKind : uint8_t { Send, Recv, RecvReduce, RecvReduceSend, RecvCopySend, Copy, Reduce };
+
+struct DeviceLane {
+  uint32_t channel = 0;
+  uint32_t firstStep = 0;
+  uint32_t stepCount = 0;
+  uint32_t reserved = 0;
+};
+
+struct DeviceStep {
+  DeviceStepKind kind = DeviceStepKind::Copy;
+  uint8_t finalize = 0;
+  uint8_t hasDst = 0;  // the step writes dst (RecvReduceSend and RecvCopySend only when their dst is valid)
+  uint8_t reserved = 0;
+  int32_t sendPeer = -1;
+  int32_t recvPeer = -1;
+  int32_t sendFifo = -1;  // index into the send FIFO table (peer * nchannels + channel), or -1
+  int32_t recvFifo = -1;  // index into the receive FIFO table, or -1
+  uint32_t srcBuffer = kNoDeviceBuffer;
+  uint32_t dstBuffer = kNoDeviceBuffer;
+  uint32_t reserved2 = 0;
+  uint64_t srcOffset = 0;  // elements
+  uint64_t dstOffset = 0;  // elements
+  uint64_t count = 0;      // elements
+};
+
+// At the start of the encoded bytes; the tables follow at the byte offsets it names.
+struct DevicePlanHeader {
+  int32_t rank = 0;
+  int32_t nranks = 1;
+  uint32_t nchannels = 1;  // of the FIFO tables
+  uint32_t nlanes = 0;
+  uint32_t nsteps = 0;
+  uint32_t nbuffers = 0;
+  uint32_t elemSize = 1;
+  loomDataType_t dtype = loomUint8;
+  uint32_t reserved = 0;
+  ReduceOp op;
+  uint64_t timeoutNs = 0;                  // a wait without progress this long fails (0: never)
+  uint32_t* abort = nullptr;               // non-zero: stop waiting (null: no abort word)
+  DeviceLaneStatus* laneStatus = nullptr;  // nlanes entries
+  uint64_t laneOffset = 0, stepOffset = 0, bufferOffset = 0, sendFifoOffset = 0, recvFifoOffset = 0;
+  uint64_t totalBytes = 0;
+};
+
+// What the host needs to launch an encoded plan without reading it back.
+struct DevicePlanShape {
+  uint32_t lanes = 0;  // one block per lane
+  size_t bytes = 0;    // of the encoding
+};
+
+}  // namespace loom::cuda

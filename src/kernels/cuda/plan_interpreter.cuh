@@ -1,0 +1,223 @@
+// The plan interpreter: runs one lane of an encoded plan (device_plan_layout.h, made by device_plan.h)
+// step by step over FIFOs in peer-visible memory. Written once, as __host__ __device__ code, for a
+// Platform policy that supplies what differs between a GPU block and a host thread:
+//
+//   uint32_t worker(), workers()          this worker and how many split the lane's elementwise work
+//   void barrier()                        all of the lane's workers
+//   uint64_t loadAcquire(const uint64_t*), loadRelaxed(const uint64_t*)
+//   void storeRelease(uint64_t*, uint64_t), storeRelaxed(uint64_t*, uint64_t)
+//                                         FIFO counters and size words, at system scope
+//   uint32_t loadFlag(const uint32_t*); void raiseFlag(uint32_t*)   the abort word
+//   uint64_t nowNs(); void pause(uint32_t round)                    a polite, bounded wait
+//   LaneShared& shared()                  one per lane, seen by all its workers
+//
+// plan_kernel.cu's policy is a thread block (threadIdx, __syncthreads, cuda::atomic_ref at system
+// scope, __nanosleep); host_lane_platform.h's is one or more host threads (std::atomic_ref,
+// std::barrier, yield), which is how the tests run this very code without a GPU.
+//
+// Step semantics are core/executor.cc's, and every copy and reduction goes through element_ops.cuh's
+// elementwiseThread, so results match the host executor's bit for bit. Only worker 0 waits on and
+// publishes counters; barriers make the slot visible to all workers before they touch it and make
+// their writes complete before it is handed on.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/device_plan_layout.h"
+#include "kernels/cuda/element_ops.cuh"
+
+#if defined(__CUDACC__)
+// One copy of the elementwise loops per element type, called from every step kind, instead of one
+// inlined copy per call site (code size and the 3-target compile time).
+#define LOOM_HD_NOINLINE __host__ __device__ __noinline__
+#else
+#define LOOM_HD_NOINLINE inline
+#endif
+
+namespace loom::cuda {
+
+// What worker 0 hands to the other workers of its lane between two barriers.
+struct LaneShared {
+  char* sendSlot;
+  const char* recvSlot;
+  uint32_t outcome;  // DeviceLaneOutcome: Done means "go on"
+};
+
+// The encoded plan, read in place.
+class DevicePlanView {
+ public:
+  LOOM_HD explicit DevicePlanView(const void* encoded)
+      : base_(static_cast<const char*>(encoded)), h_(static_cast<const DevicePlanHeader*>(encoded)) {}
+  LOOM_HD const DevicePlanHeader& header() const { return *h_; }
+  LOOM_HD const DeviceLane& lane(uint32_t i) const {
+    return reinterpret_cast<const DeviceLane*>(base_ + h_->laneOffset)[i];
+  }
+  LOOM_HD const DeviceStep& step(uint32_t i) const {
+    return reinterpret_cast<const DeviceStep*>(base_ + h_->stepOffset)[i];
+  }
+  LOOM_HD char* at(uint32_t buffer, uint64_t offset) const {
+    return reinterpret_cast<char* const*>(base_ + h_->bufferOffset)[buffer] + offset * h_->elemSize;
+  }
+  LOOM_HD const DeviceFifo& sendFifo(int32_t i) const {
+    return reinterpret_cast<const DeviceFifo*>(base_ + h_->sendFifoOffset)[i];
+  }
+  LOOM_HD const DeviceFifo& recvFifo(int32_t i) const {
+    return reinterpret_cast<const DeviceFifo*>(base_ + h_->recvFifoOffset)[i];
+  }
+
+ private:
+  const char* base_;
+  const DevicePlanHeader* h_;
+};
+
+// dst = a (op) b, or dst = a when b is null; the post-operation only when finalizing.
+template <class E>
+LOOM_HD_NOINLINE void elementwisePass(void* dst, const void* a, const void* b, uint64_t count, const ReduceOp& op,
+                                      bool finalize, uint32_t worker, uint32_t workers) {
+  const ElementwiseArgs args = makeArgs(dst, a, b, count, sizeof(typename E::Storage), op, finalize);
+  elementwiseThread<E>(args, worker, workers);
+}
+
+// Waits until *counter >= target. Done when it is; Aborted or TimedOut instead of waiting forever.
+template <class P>
+LOOM_HD DeviceLaneOutcome waitAtLeast(P& p, const DevicePlanHeader& h, const uint64_t* counter, uint64_t target) {
+  if (p.loadAcquire(counter) >= target) return DeviceLaneOutcome::Done;
+  const uint64_t start = p.nowNs();
+  for (uint32_t round = 0;; ++round) {
+    p.pause(round);
+    if (p.loadAcquire(counter) >= target) return DeviceLaneOutcome::Done;
+    if (h.abort && p.loadFlag(h.abort) != 0) return DeviceLaneOutcome::Aborted;
+    if (h.timeoutNs != 0 && p.nowNs() - start > h.timeoutNs) return DeviceLaneOutcome::TimedOut;
+  }
+}
+
+// Worker 0's side of a step: the message positions it claimed, and what it waited on if that failed.
+struct StepClaim {
+  uint64_t sendSeq = 0;
+  uint64_t recvSeq = 0;
+  int32_t peer = -1;
+  uint64_t detail = 0;
+};
+
+// Worker 0: waits for a free slot in the send FIFO (first, as the executor asks) and for the message
+// in the receive FIFO, and checks the message's size.
+template <class P>
+LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t bytes,
+                                     LaneShared& sh, StepClaim& claim) {
+  const DevicePlanHeader& h = plan.header();
+  if (s.sendFifo >= 0) {
+    const DeviceFifo& f = plan.sendFifo(s.sendFifo);
+    claim.sendSeq = p.loadRelaxed(f.tail);  // this lane is the only writer of its tail
+    const uint64_t freedAtLeast = claim.sendSeq + 1 > f.nslots ? claim.sendSeq + 1 - f.nslots : 0;
+    const DeviceLaneOutcome o = waitAtLeast(p, h, f.head, freedAtLeast);
+    if (o != DeviceLaneOutcome::Done) {
+      claim.peer = s.sendPeer;
+      return o;
+    }
+    sh.sendSlot = f.slots + (claim.sendSeq % f.nslots) * f.slotBytes;
+  }
+  if (s.recvFifo >= 0) {
+    const DeviceFifo& f = plan.recvFifo(s.recvFifo);
+    claim.recvSeq = p.loadRelaxed(f.head);  // this lane is the only writer of its head
+    const DeviceLaneOutcome o = waitAtLeast(p, h, f.tail, claim.recvSeq + 1);
+    if (o != DeviceLaneOutcome::Done) {
+      claim.peer = s.recvPeer;
+      return o;
+    }
+    const uint64_t arrived = p.loadRelaxed(f.sizes + claim.recvSeq % f.nslots);  // published by the tail's release
+    if (arrived != bytes) {
+      claim.peer = s.recvPeer;
+      claim.detail = arrived;
+      return DeviceLaneOutcome::SizeMismatch;
+    }
+    sh.recvSlot = f.slots + (claim.recvSeq % f.nslots) * f.slotBytes;
+  }
+  return DeviceLaneOutcome::Done;
+}
+
+// Worker 0, after every worker finished the step's data: hands the sent message to the peer, then
+// the received slot back to its sender (the executor's commitSend, then releaseRecv).
+template <class P>
+LOOM_HD void publishStep(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t bytes,
+                         const StepClaim& claim) {
+  if (s.sendFifo >= 0) {
+    const DeviceFifo& f = plan.sendFifo(s.sendFifo);
+    p.storeRelaxed(f.sizes + claim.sendSeq % f.nslots, bytes);
+    p.storeRelease(f.tail, claim.sendSeq + 1);
+  }
+  if (s.recvFifo >= 0) p.storeRelease(plan.recvFifo(s.recvFifo).head, claim.recvSeq + 1);
+}
+
+// Every worker: the step's copies and reductions (core/executor.cc's tryStep, case by case).
+template <class E, class P>
+LOOM_HD void moveData(P& p, const DevicePlanView& plan, const DeviceStep& s, char* out, const char* in) {
+  const ReduceOp& op = plan.header().op;
+  const uint32_t w = p.worker(), nw = p.workers();
+  const bool fin = s.finalize != 0;
+  char* dst = s.hasDst ? plan.at(s.dstBuffer, s.dstOffset) : nullptr;
+  const char* src = s.srcBuffer != kNoDeviceBuffer ? plan.at(s.srcBuffer, s.srcOffset) : nullptr;
+  switch (s.kind) {
+    case DeviceStepKind::Send: elementwisePass<E>(out, src, nullptr, s.count, op, false, w, nw); break;
+    case DeviceStepKind::Recv: elementwisePass<E>(dst, in, nullptr, s.count, op, false, w, nw); break;
+    case DeviceStepKind::RecvReduce: elementwisePass<E>(dst, in, src, s.count, op, fin, w, nw); break;
+    case DeviceStepKind::RecvReduceSend:
+      elementwisePass<E>(out, in, src, s.count, op, fin, w, nw);
+      if (dst) {
+        // The copy splits the elements by its own alignment: another worker may have written them.
+        p.barrier();
+        elementwisePass<E>(dst, out, nullptr, s.count, op, false, w, nw);
+      }
+      break;
+    case DeviceStepKind::RecvCopySend:
+      elementwisePass<E>(out, in, nullptr, s.count, op, false, w, nw);
+      if (dst) elementwisePass<E>(dst, in, nullptr, s.count, op, false, w, nw);
+      break;
+    case DeviceStepKind::Copy:
+      // A copy onto itself is how in-place plans say "already there" (unless it finalizes).
+      if ((fin && op.post != PostOpKind::None) || dst != src)
+        elementwisePass<E>(dst, src, nullptr, s.count, op, fin, w, nw);
+      break;
+    case DeviceStepKind::Reduce:  // dst holds the running total and comes first (one-shot's bitwise order)
+      elementwisePass<E>(dst, dst, src, s.count, op, fin, w, nw);
+      break;
+  }
+}
+
+// Runs lane `laneIndex` of the encoded plan to its end or to its first failure, and reports how it
+// ended in the plan's lane status. Every worker of the lane calls it.
+template <class E, class P>
+LOOM_HD void runLane(const void* encoded, uint32_t laneIndex, P& p) {
+  const DevicePlanView plan(encoded);
+  const DevicePlanHeader& h = plan.header();
+  if (laneIndex >= h.nlanes) return;  // a launch larger than the plan
+  const DeviceLane& lane = plan.lane(laneIndex);
+  LaneShared& sh = p.shared();
+  StepClaim claim;  // worker 0's
+  DeviceLaneOutcome outcome =
+      h.elemSize == sizeof(typename E::Storage) ? DeviceLaneOutcome::Done : DeviceLaneOutcome::WrongElementSize;
+  uint32_t i = 0;
+  for (; outcome == DeviceLaneOutcome::Done && i < lane.stepCount; ++i) {
+    const DeviceStep& s = plan.step(lane.firstStep + i);
+    const uint64_t bytes = s.count * h.elemSize;
+    if (p.worker() == 0) {
+      claim = StepClaim{};
+      sh.outcome = static_cast<uint32_t>(claimSlots(p, plan, s, bytes, sh, claim));
+    }
+    p.barrier();
+    outcome = static_cast<DeviceLaneOutcome>(sh.outcome);
+    if (outcome != DeviceLaneOutcome::Done) break;  // uniform: every worker read the same outcome
+    moveData<E>(p, plan, s, sh.sendSlot, sh.recvSlot);
+    p.barrier();
+    if (p.worker() == 0) publishStep(p, plan, s, bytes, claim);
+  }
+  if (p.worker() != 0) return;
+  DeviceLaneStatus& st = h.laneStatus[laneIndex];
+  st.step = i;
+  st.peer = outcome == DeviceLaneOutcome::Done ? -1 : claim.peer;
+  st.detail = claim.detail;
+  st.outcome = static_cast<uint32_t>(outcome);
+  // A failed lane stops the rank's other lanes (and whoever else watches the word) at their next wait.
+  if (outcome != DeviceLaneOutcome::Done && outcome != DeviceLaneOutcome::Aborted && h.abort) p.raiseFlag(h.abort);
+}
+
+}  // namespace loom::cuda

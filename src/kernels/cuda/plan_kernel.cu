@@ -1,0 +1,92 @@
+// The plan kernel (plan_launch.h): plan_interpreter.cuh's runLane on a GPU, one block per lane. One
+// kernel per element type (12, times the sm_80/sm_90/PTX targets); the operator is a run-time value
+// in the encoded plan, as in device_kernels.cu, so the build does not grow with dtype x operator.
+#include <cuda_runtime.h>
+
+#include <cuda/atomic>
+
+#include "kernels/cuda/plan_interpreter.cuh"
+#include "kernels/cuda/plan_launch.h"
+
+namespace loom::cuda {
+namespace {
+
+// The policy plan_interpreter.cuh runs under on a GPU: the block's threads are the lane's workers;
+// counters and the abort word are accessed at system scope, since the peer that writes them may be
+// another GPU (over NVLink/PCIe) or the host. Slot data moves with plain loads and stores by every
+// thread; __syncthreads orders them after thread 0's acquire and before its release, which the PTX
+// memory model makes enough (causality order runs through the CTA barrier), as in NCCL's primitives.
+class DevicePlatform {
+ public:
+  __device__ explicit DevicePlatform(LaneShared* shared) : shared_(shared) {}
+
+  __device__ uint32_t worker() const { return threadIdx.x; }
+  __device__ uint32_t workers() const { return blockDim.x; }
+  __device__ void barrier() { __syncthreads(); }
+  __device__ LaneShared& shared() { return *shared_; }
+
+  __device__ static uint64_t loadAcquire(const uint64_t* p) { return word(p).load(::cuda::memory_order_acquire); }
+  __device__ static uint64_t loadRelaxed(const uint64_t* p) { return word(p).load(::cuda::memory_order_relaxed); }
+  __device__ static void storeRelease(uint64_t* p, uint64_t v) { word(p).store(v, ::cuda::memory_order_release); }
+  __device__ static void storeRelaxed(uint64_t* p, uint64_t v) { word(p).store(v, ::cuda::memory_order_relaxed); }
+  __device__ static uint32_t loadFlag(const uint32_t* p) {
+    return ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*const_cast<uint32_t*>(p))
+        .load(::cuda::memory_order_acquire);
+  }
+  __device__ static void raiseFlag(uint32_t* p) {
+    ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*p).store(1, ::cuda::memory_order_release);
+  }
+
+  __device__ static uint64_t nowNs() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+  // Spin a few rounds (a message is often about to land), then sleep, leaving issue slots and memory
+  // bandwidth to the blocks that work. The backoff stops growing at about a microsecond, so that a
+  // message that lands is not left waiting long.
+  __device__ static void pause(uint32_t round) {
+    if (round >= 4) __nanosleep(round < 10 ? 1u << round : 1024u);
+  }
+
+ private:
+  using Word = ::cuda::atomic_ref<unsigned long long, ::cuda::thread_scope_system>;
+  __device__ static Word word(const uint64_t* p) {
+    return Word(*reinterpret_cast<unsigned long long*>(const_cast<uint64_t*>(p)));
+  }
+  LaneShared* shared_;
+};
+
+template <class E>
+__global__ void __launch_bounds__(kPlanThreads) planKernel(const void* encoded) {
+  __shared__ LaneShared shared;
+  DevicePlatform platform(&shared);
+  runLane<E>(encoded, blockIdx.x, platform);
+}
+
+}  // namespace
+
+int launchDevicePlan(const void* encodedPlanOnDevice, const DevicePlanShape& shape, loomDataType_t dtype,
+                     Stream stream) {
+  if (shape.lanes == 0) return cudaSuccess;
+  if (!encodedPlanOnDevice) return cudaErrorInvalidValue;
+  int device = 0, sms = 0, perSm = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return err;
+  bool known = withElem(dtype, [&](auto elem) {
+    using E = decltype(elem);
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planKernel<E>, kPlanThreads, 0);
+    if (err != cudaSuccess) return;
+    if (static_cast<uint64_t>(shape.lanes) > static_cast<uint64_t>(perSm) * static_cast<uint64_t>(sms)) {
+      err = cudaErrorCooperativeLaunchTooLarge;
+      return;
+    }
+    planKernel<E><<<shape.lanes, kPlanThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(encodedPlanOnDevice);
+    err = cudaGetLastError();
+  });
+  if (!known) return cudaErrorInvalidValue;
+  return err;
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,86 @@
+// Runs plans the way the CUDA plan kernel will, without a GPU: every rank's plan is encoded
+// (kernels/cuda/device_plan.h) over FIFOs in host memory, and every lane of every rank runs
+// plan_interpreter.cuh's code on its own host thread(s). Also a reference run of the same plans with
+// core/executor.cc's step semantics over the CPU kernels, to compare with bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "base/status.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/cuda/device_plan.h"
+
+namespace loomgpu {
+
+// Host memory with guard bytes before and after, aligned to 64 bytes plus `shift` (so that two blocks
+// of one shape have the same alignment, and a shift makes element-by-element paths run).
+class GuardedBlock {
+ public:
+  static constexpr size_t kGuard = 64;
+  GuardedBlock(size_t bytes, size_t shift);
+  char* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  // The whole allocation, guards included, for comparing two runs.
+  const char* whole() const { return raw_.get(); }
+  size_t wholeBytes() const { return total_; }
+  void copyFrom(const GuardedBlock& other);  // same shape
+
+ private:
+  struct Free {
+    void operator()(char* p) const;
+  };
+  std::unique_ptr<char, Free> raw_;
+  size_t total_ = 0;
+  size_t bytes_ = 0;
+  char* data_ = nullptr;
+};
+
+// One FIFO per (sender, receiver, channel), nslots x slotBytes, with its counters on their own lines.
+class HostFifoMesh {
+ public:
+  HostFifoMesh(int nranks, uint32_t nchannels, uint32_t nslots, size_t slotBytes);
+  int nranks() const { return nranks_; }
+  uint32_t nchannels() const { return nchannels_; }
+  // rank's tables as device_plan.h wants them: [peer * nchannels + channel].
+  std::vector<loom::cuda::DeviceFifo> sends(int rank) const;
+  std::vector<loom::cuda::DeviceFifo> recvs(int rank) const;
+
+ private:
+  struct Fifo {
+    std::vector<std::max_align_t> slots;
+    std::unique_ptr<loom::cuda::DeviceFifoCounter> tail, head;
+    std::vector<uint64_t> sizes;
+    loom::cuda::DeviceFifo view;
+  };
+  const Fifo* fifo(int from, int to, uint32_t channel) const;
+  int nranks_;
+  uint32_t nchannels_;
+  std::vector<std::unique_ptr<Fifo>> fifos_;  // [(from * nranks + to) * nchannels + channel]; null on the diagonal
+};
+
+// One rank's plan and the memory it runs on (by plan buffer index; null where unused).
+struct RankRun {
+  const loom::Plan* plan = nullptr;
+  std::vector<char*> buffers;
+};
+
+struct EmulationOptions {
+  uint32_t workersPerLane = 1;  // host threads sharing one lane, as a block's threads do
+  uint64_t timeoutNs = 30'000'000'000ull;
+  uint32_t* abort = nullptr;  // shared by every rank of the run (a communicator's abort word)
+};
+
+// Encodes every rank's plan over `mesh` and runs all of their lanes at once, each on its own
+// thread(s); returns each rank's result (its encoding error, or devicePlanResult).
+std::vector<loom::Status> runEmulated(const std::vector<RankRun>& ranks, const HostFifoMesh& mesh, loomDataType_t dtype,
+                                      const loom::ReduceOp& op, const EmulationOptions& options = {});
+
+// Runs the same plans one step at a time with core/executor.cc's semantics over the CPU kernels
+// (kernels/cpu/reduce.h) and unbounded queues; an error when the plans cannot finish.
+loom::Status runReference(const std::vector<RankRun>& ranks, loomDataType_t dtype, const loom::ReduceOp& op);
+
+}  // namespace loomgpu
