@@ -12,7 +12,7 @@
 #include "algorithms/plan.h"
 #include "base/status.h"
 #include "kernels/cpu/reduce.h"
-#include "kernels/cuda/device_plan.h"
+#include "core/device_plan.h"
 
 namespace loomgpu {
 

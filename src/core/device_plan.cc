@@ -1,4 +1,4 @@
-#include "kernels/cuda/device_plan.h"
+#include "core/device_plan.h"
 
 #include <cstring>
 #include <limits>
