@@ -93,13 +93,14 @@ void AsyncEngine::finishTask(Task& task, const Status& outcome) {
   for (const auto& gate : task.gates) gate->finish(outcome);
 }
 
-// A task's gates are polled only while it could otherwise start (at most a few per pass).
-bool AsyncEngine::gatesReadyLocked(Task& task) {
+// A task's gates are polled only while it could otherwise start (at most a few per pass). A gate's
+// error is kept in *broken (the caller fails the communicator with it).
+bool AsyncEngine::gatesReadyLocked(Task& task, Status* broken) {
   for (const auto& gate : task.gates) {
     bool ready = false;
     Status st = gate->ready(&ready);
     if (!st.ok()) {
-      failLocked(st.withContext(fmt::format("{} operation {}", comm_->describe(), task.id)));
+      *broken = st.withContext(fmt::format("{} operation {}", comm_->describe(), task.id));
       return false;
     }
     if (!ready) return false;
@@ -127,8 +128,8 @@ void AsyncEngine::failLocked(const Status& error) {
 
 // Starts what may start: collectives only at the head of an idle queue, point-to-point tasks when
 // none of their links is used by an active task or by an earlier task still waiting; either only
-// once its gates are ready.
-void AsyncEngine::admitLocked() {
+// once its gates are ready. Stops at a broken gate, with its error in *broken.
+void AsyncEngine::admitLocked(Status* broken) {
   bool activeCollective = std::any_of(active_.begin(), active_.end(), [](const auto& t) { return t->collective; });
   if (activeCollective) return;
   std::vector<std::pair<int, bool>> busy;
@@ -137,15 +138,15 @@ void AsyncEngine::admitLocked() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     Task& t = **it;
     if (t.collective) {
-      if (it == pending_.begin() && active_.empty() && gatesReadyLocked(t)) {
+      if (it == pending_.begin() && active_.empty() && gatesReadyLocked(t, broken)) {
         t.runner = std::make_unique<PlanRunner>(&t.work);
         active_.push_back(std::move(*it));
         pending_.erase(it);
       }
       return;  // nothing passes a collective
     }
-    const bool startable = !intersects(t.links, busy) && gatesReadyLocked(t);
-    if (!failure_.ok()) return;  // a gate failed: failLocked emptied the queue (t is gone)
+    const bool startable = !intersects(t.links, busy) && gatesReadyLocked(t, broken);
+    if (!broken->ok()) return;
     if (startable) {
       t.runner = std::make_unique<PlanRunner>(&t.work);
       busy.insert(busy.end(), t.links.begin(), t.links.end());
@@ -192,9 +193,8 @@ void AsyncEngine::run() {
       seenSubmissions = submissions_.load();
       changed_.wait(lock, [&] { return stop_ || !pending_.empty() || !active_.empty(); });
       if (comm_->aborted.load()) failLocked(Status(loomRemoteError, comm_->describe() + " was aborted"));
-      const bool healthy = failure_.ok();
-      admitLocked();
-      if (!healthy || failure_.ok()) {  // nothing new failed while admitting
+      admitLocked(&gateFailure);
+      if (gateFailure.ok()) {
         if (active_.empty() && pending_.empty()) {
           if (stop_) return;
           continue;
@@ -207,19 +207,22 @@ void AsyncEngine::run() {
             changed_.wait_for(lock, std::chrono::microseconds(kGatePollUs));
             continue;
           }
-          failLocked(errorStatus(loomTimeout, "{} operation {}: its inputs were not ready after {} ms (LOOM_TIMEOUT_MS); "
-                                 "is its CUDA stream blocked?", comm_->describe(), head.id, head.work.timeoutMs));
+          gateFailure = errorStatus(loomTimeout, "{} operation {}: its inputs were not ready after {} ms (LOOM_TIMEOUT_MS); "
+                                    "is its CUDA stream blocked?", comm_->describe(), head.id, head.work.timeoutMs);
         }
-      }
-      if (healthy && !failure_.ok()) {
-        gateFailure = failure_;  // a gate broke or timed out in this pass
-        changed_.notify_all();
       }
     }
     if (!gateFailure.ok()) {
+      // As for any failure: the communicator is marked failed (peers told, async error set) before
+      // the queue fails, so whoever sees a gate finish with an error also sees the communicator's.
       markCommFailed(comm_, gateFailure, true);
-      std::lock_guard<std::mutex> lock(comm_->errorMutex);
-      comm_->lastError = gateFailure.message();
+      {
+        std::lock_guard<std::mutex> lock(comm_->errorMutex);
+        comm_->lastError = gateFailure.message();
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      failLocked(gateFailure);
+      changed_.notify_all();
       continue;
     }
     bool progressed = false;

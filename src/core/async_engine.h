@@ -46,8 +46,8 @@ class AsyncEngine {
     uint64_t queuedNs = 0;
   };
   void run();
-  void admitLocked();
-  bool gatesReadyLocked(Task& task);
+  void admitLocked(Status* broken);
+  bool gatesReadyLocked(Task& task, Status* broken);
   bool waitsOnGatesLocked() const;
   void finishTask(Task& task, const Status& outcome);
   void completeLocked(uint64_t id);

@@ -89,6 +89,10 @@ struct loomComm {
 
   // "comm 'name' rank r/n" for messages.
   std::string describe() const;
+
+  // The progress thread uses the members declared after `engine` (error state, abort flag, tuner):
+  // it stops first, before any member goes.
+  ~loomComm() { engine.reset(); }
 };
 
 namespace loom {
