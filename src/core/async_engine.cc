@@ -178,6 +178,19 @@ Status AsyncEngine::progressActive(bool* progressed) {
   return Status::Ok();
 }
 
+// The communicator is marked failed (peers told, async error set) before the queue fails, so whoever
+// sees an operation or a gate end with the error also sees the communicator's.
+void AsyncEngine::failCommunicator(const Status& error) {
+  markCommFailed(comm_, error, true);
+  {
+    std::lock_guard<std::mutex> lock(comm_->errorMutex);
+    comm_->lastError = error.message();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  failLocked(error);
+  changed_.notify_all();
+}
+
 void AsyncEngine::run() {
   TransportSet& transports = *comm_->transports;
   IdleWaiter waiter(comm_->spinNs, comm_->oversubscribed);
@@ -213,16 +226,7 @@ void AsyncEngine::run() {
       }
     }
     if (!gateFailure.ok()) {
-      // As for any failure: the communicator is marked failed (peers told, async error set) before
-      // the queue fails, so whoever sees a gate finish with an error also sees the communicator's.
-      markCommFailed(comm_, gateFailure, true);
-      {
-        std::lock_guard<std::mutex> lock(comm_->errorMutex);
-        comm_->lastError = gateFailure.message();
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      failLocked(gateFailure);
-      changed_.notify_all();
+      failCommunicator(gateFailure);
       continue;
     }
     bool progressed = false;
@@ -238,14 +242,7 @@ void AsyncEngine::run() {
       }
     }
     if (!st.ok()) {
-      markCommFailed(comm_, st, true);
-      {
-        std::lock_guard<std::mutex> lock(comm_->errorMutex);
-        comm_->lastError = st.message();
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      failLocked(st);
-      changed_.notify_all();
+      failCommunicator(st);
       continue;
     }
     if (progressed) {

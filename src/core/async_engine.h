@@ -52,6 +52,7 @@ class AsyncEngine {
   void finishTask(Task& task, const Status& outcome);
   void completeLocked(uint64_t id);
   void failLocked(const Status& error);
+  void failCommunicator(const Status& error);
   Status progressActive(bool* progressed);
 
   loomComm* comm_;

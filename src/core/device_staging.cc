@@ -159,20 +159,22 @@ Status waitForQueuedWork(const std::vector<Operation>& ops) {
   return first;
 }
 
+// Enqueues `copies` of every operation that touches CUDA, then waits for all their streams.
+Status copyAndWait(const Stagings& stagings, Status (Staging::*copies)() const, const char* what) {
+  for (const auto& s : stagings)
+    if (s->touchesCuda()) LOOM_TRY(((*s).*copies)().withContext(what));
+  for (const auto& s : stagings)
+    if (s->touchesCuda()) LOOM_TRY(s->synchronize().withContext(what));
+  return Status::Ok();
+}
+
 Status runSynchronous(const std::vector<Operation>& staged, const Stagings& stagings, HostRunner runHost) {
-  for (const auto& s : stagings)
-    if (s->touchesCuda()) LOOM_TRY(s->enqueueCopyIn().withContext("staging device buffers"));
-  for (const auto& s : stagings)
-    if (s->touchesCuda()) LOOM_TRY(s->synchronize().withContext("staging device buffers"));
+  LOOM_TRY(copyAndWait(stagings, &Staging::enqueueCopyIn, "staging device buffers"));
   Status st = runHost(staged);
   Status waited = waitForQueuedWork(staged);
   if (!st.ok()) return st;
   LOOM_TRY(waited);
-  for (const auto& s : stagings)
-    if (s->touchesCuda()) LOOM_TRY(s->enqueueCopyOut().withContext("copying results to device buffers"));
-  for (const auto& s : stagings)
-    if (s->touchesCuda()) LOOM_TRY(s->synchronize().withContext("copying results to device buffers"));
-  return Status::Ok();
+  return copyAndWait(stagings, &Staging::enqueueCopyOut, "copying results to device buffers");
 }
 
 // ---- Stream-ordered staging ----

@@ -8,25 +8,16 @@
 #include <vector>
 
 #include "loom.h"
+#include "thread_ranks.h"
 
 namespace {
 
 // Runs body(rank, comm) on n threads, each with a nonblocking communicator.
 void runNonblocking(int n, const std::function<void(int, loomComm_t)>& body) {
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      loomConfig_t config = LOOM_CONFIG_INITIALIZER;
-      config.blocking = 0;
-      config.commName = "async-test";
-      loomComm_t comm = nullptr;
-      ASSERT_EQ(loomCommInitRankConfig(&comm, n, id, r, &config), loomSuccess) << loomGetLastError(nullptr);
-      body(r, comm);
-      EXPECT_EQ(loomCommDestroy(comm), loomSuccess);
-    });
-  for (auto& t : threads) t.join();
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  config.commName = "async-test";
+  runThreadRanks(n, config, body);
 }
 
 TEST(Async, SendsDoNotWaitForLaterReceives) {

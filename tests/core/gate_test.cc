@@ -16,6 +16,7 @@
 
 #include "core/group.h"
 #include "loom.h"
+#include "thread_ranks.h"
 
 namespace {
 
@@ -38,20 +39,10 @@ class TestGate final : public loom::OperationGate {
 
 // Runs body(rank, comm) on n threads with blocking communicators.
 void runRanks(int n, int timeoutMs, const std::function<void(int, loomComm_t)>& body) {
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      loomConfig_t config = LOOM_CONFIG_INITIALIZER;
-      config.commName = "gate-test";
-      if (timeoutMs > 0) config.timeoutMs = timeoutMs;
-      loomComm_t comm = nullptr;
-      ASSERT_EQ(loomCommInitRankConfig(&comm, n, id, r, &config), loomSuccess) << loomGetLastError(nullptr);
-      body(r, comm);
-      EXPECT_EQ(loomCommDestroy(comm), loomSuccess);
-    });
-  for (auto& t : threads) t.join();
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.commName = "gate-test";
+  if (timeoutMs > 0) config.timeoutMs = timeoutMs;
+  runThreadRanks(n, config, body);
 }
 
 loom::Operation allReduce(loomComm_t comm, const float* send, float* recv, size_t count,

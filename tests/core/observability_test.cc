@@ -11,21 +11,12 @@
 #include <vector>
 
 #include "loom.h"
+#include "thread_ranks.h"
 
 namespace {
 
 void runThreads(int n, const std::function<void(int, loomComm_t)>& body) {
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
-  std::vector<loomComm_t> comms(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      ASSERT_EQ(loomCommInitRank(&comms[r], n, id, r), loomSuccess);
-      body(r, comms[r]);
-      EXPECT_EQ(loomCommDestroy(comms[r]), loomSuccess);
-    });
-  for (auto& t : threads) t.join();
+  runThreadRanks(n, LOOM_CONFIG_INITIALIZER, body);
 }
 
 TEST(Observability, CheckReportsMismatchedCollectives) {
