@@ -10,11 +10,12 @@ import torch
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int8, torch.uint8, torch.int32, torch.int64]
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 CHECKS = {}  # name -> function, in definition order
+CUDA_CHECKS = {}  # the same for CUDA tensors (checks_cuda.py); run only where a GPU is present
 
 
-def check(name):
+def check(name, registry=CHECKS):
     def register(fn):
-        CHECKS[name] = fn
+        registry[name] = fn
         return fn
 
     return register

@@ -191,7 +191,25 @@ def errors(n, r):
     def bitwise():
         dist.all_reduce(torch.ones(2, dtype=torch.int32), op=dist.ReduceOp.BAND)
 
+    # torch sends meta tensors to its own no-op kernels, so these go to the backend directly.
+    backend = pg._get_backend(CPU)
+
+    def meta_tensor():
+        backend.allreduce([torch.ones(3, device="meta")]).wait()
+
+    def cpu_and_meta():
+        backend._allgather_base(torch.zeros(2 * n), torch.ones(2, device="meta")).wait()
+
+    def devices_registered():
+        types = {d.type for d in pg._device_types}
+        assert types == {"cpu", "cuda"}, f"the backend serves {sorted(types)}"
+
     f.case("bad root", expect_runtime_error, bad_root, f"root {n + 3} is outside 0..{n - 1}")
+    f.case("meta tensor", expect_runtime_error, meta_tensor,
+           "Loom allreduce: tensors on meta are not supported (Loom serves CPU and CUDA tensors)")
+    f.case("cpu and meta", expect_runtime_error, cpu_and_meta,
+           "Loom allgather_into_tensor: tensors on meta are not supported")
+    f.case("cpu and cuda registered", devices_registered)
     f.case("bad peer", expect_runtime_error, bad_peer, f"peer {n + 1} is outside 0..{n - 1}")
     f.case("bitwise", expect_runtime_error, bitwise, "Loom does not support ReduceOp.BAND")
     y = torch.ones(2)

@@ -5,17 +5,18 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-import checks_gather  # noqa: F401 - registers checks
+import checks_cuda  # noqa: F401 - registers checks
+import checks_gather  # noqa: F401
 import checks_misc  # noqa: F401
 import checks_p2p  # noqa: F401
 import checks_reduce  # noqa: F401
-from checklib import CHECKS
+from checklib import CHECKS, CUDA_CHECKS
 from harness import Recorder, free_port
 
 
-def run_all_checks(recorder, n, r):
+def run_all_checks(recorder, n, r, checks=CHECKS):
     only = os.environ.get("LOOM_TEST_ONLY")  # comma-separated check names, for debugging
-    for name, fn in CHECKS.items():
+    for name, fn in checks.items():
         if only and name not in only.split(","):
             continue
         recorder.run(name, fn, n, r)
@@ -37,6 +38,18 @@ def collectives_job(rank, outdir, world, init_method):
     assert dist.get_backend() == "loom"
     run_all_checks(rec, world, rank)
     rec.run("destroy_and_reinit", reinit, world, rank, init_method)
+    dist.destroy_process_group()
+
+
+def cuda_job(rank, outdir, world, port):
+    """The CUDA checks; every rank is a process on GPU 0."""
+    import loom.torch  # noqa: F401
+
+    torch.set_num_threads(1)
+    torch.cuda.set_device(0)
+    dist.init_process_group("loom", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=120))
+    run_all_checks(Recorder(outdir, rank), world, rank, CUDA_CHECKS)
     dist.destroy_process_group()
 
 

@@ -56,17 +56,20 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::issue(Op op, const Calls& calls) {
   TORCH_CHECK(tlsCoalescing == nullptr || tlsCoalescing == this,
               "Loom: another process group is coalescing operations on this thread");
   loomComm_t comm = comm_->get();
+  CallStream stream(op.device);
+  if (coalescing_) checkBlockStream(op.device, stream);
   uint64_t before = comm_->lastOpId();
-  calls(comm, op.redOps);
+  calls(comm, stream.loom(), op.redOps);
   auto timeout = op.timeout == c10d::kUnsetTimeout ? comm_->timeout() : op.timeout;
-  auto work = c10::make_intrusive<LoomWork>(comm_, op.type, timeout, std::move(op.outputs),
-                                            op.staging.takeKeepAlive(), op.staging.takeCopyBack());
+  auto work = c10::make_intrusive<LoomWork>(comm_, op.type, timeout, std::move(op.outputs), op.staging.takeKeepAlive(),
+                                            op.staging.takeCopyBack(), stream.cuda());
   if (coalescing_) {
-    coalesced_.push_back(work);  // its op id is known at endCoalescing
+    coalesced_.push_back(work);  // its op id and its mark on the stream follow at endCoalescing
     coalescedRedOps_.append(std::move(op.redOps));
     return work;
   }
   op.redOps.release();
+  work->markOnStream();
   uint64_t after = comm_->lastOpId();
   if (after == before) {
     work->complete(nullptr);  // nothing was queued (no Loom call was needed)
@@ -75,6 +78,19 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::issue(Op op, const Calls& calls) {
     completer_->push(work);
   }
   return work;
+}
+
+void LoomBackend::checkBlockStream(c10::Device device, const CallStream& stream) {
+  if (!blockDevice_) {
+    blockDevice_ = device;
+    blockStream_ = stream.cuda();
+    return;
+  }
+  TORCH_CHECK(device == *blockDevice_, "Loom: one coalescing block takes tensors on one device, got ", *blockDevice_,
+              " and ", device);
+  TORCH_CHECK(stream.cuda() == blockStream_,
+              "Loom: the operations of one coalescing block must be issued on one CUDA stream; the current stream "
+              "changed inside the block");
 }
 
 void LoomBackend::startCoalescing() {
@@ -95,19 +111,29 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::endCoalescing() {
   std::vector<c10::intrusive_ptr<LoomWork>> works;
   works.swap(coalesced_);
   RedOps redOps = std::move(coalescedRedOps_);
+  std::optional<c10::Stream> stream = blockStream_;
+  blockDevice_.reset();
+  blockStream_.reset();
   std::vector<at::Tensor> outputs;
   for (const auto& w : works) outputs.insert(outputs.end(), w->outputs().begin(), w->outputs().end());
   auto all = c10::make_intrusive<LoomWork>(comm_, c10d::OpType::COALESCED, comm_->timeout(), std::move(outputs),
-                                           std::vector<at::Tensor>{}, nullptr);
+                                           std::vector<at::Tensor>{}, nullptr, stream);
   for (const auto& w : works) all->addChild(w);
   uint64_t before = comm_->lastOpId();
-  loomResult_t r = loomGroupEnd();
+  loomResult_t r;
+  {
+    // The block's CUDA operations are enqueued on their stream now.
+    c10::OptionalDeviceGuard guard(stream ? std::optional<c10::Device>(stream->device()) : std::nullopt);
+    r = loomGroupEnd();
+  }
   redOps.release();
   if (r != loomSuccess) {
     auto error = loomError(r, "loomGroupEnd", loomGetLastError(nullptr));
     all->complete(error);
     std::rethrow_exception(error);
   }
+  for (const auto& w : works) w->markOnStream();
+  all->markOnStream();  // after its children's marks: passing it means the whole block passed
   uint64_t after = comm_->lastOpId();
   if (after == before && works.empty()) {
     all->complete(nullptr);
@@ -123,11 +149,12 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::endCoalescing() {
 }
 
 c10::intrusive_ptr<c10d::Work> LoomBackend::barrier(const c10d::BarrierOptions& opts) {
-  // A one-byte allreduce: on a Loom communicator it starts after everything issued before it.
+  // A one-byte allreduce on the CPU: on a Loom communicator it starts after everything issued before
+  // it (CUDA operations included, once their stream reached them), and wait() blocks the host.
   Op op{c10d::OpType::BARRIER, opts.timeout, {}, {}, {}};
   at::Tensor token = op.staging.input(at::zeros({1}, at::kByte));
-  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
-    checkCall(loomAllReduce(token.data_ptr(), token.data_ptr(), 1, loomUint8, loomSum, comm, nullptr), "barrier");
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+    checkCall(loomAllReduce(token.data_ptr(), token.data_ptr(), 1, loomUint8, loomSum, comm, stream), "barrier");
   });
 }
 

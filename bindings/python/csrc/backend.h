@@ -1,11 +1,14 @@
 // c10d::Backend for Loom: every operation is queued on a nonblocking Loom communicator and
 // returns a LoomWork at once; a Completer completes the Works (and their futures) in order.
+// Tensors of one call are all on the CPU or all on one CUDA device; CUDA calls are ordered on
+// torch's current stream of that device (stream_order.h).
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "completer.h"
 #include "dtype_map.h"
 #include "staging.h"
+#include "stream_order.h"
 #include "work.h"
 
 namespace loomtorch {
@@ -79,11 +83,14 @@ class LoomBackend : public c10d::Backend {
     std::vector<at::Tensor> outputs;    // the future's value
     Staging staging;
     RedOps redOps;
+    c10::Device device{c10::kCPU};  // of every tensor of the call (CallDevice)
   };
-  // Runs `calls` (Loom calls on the communicator; several go inside one Loom group) and returns
-  // the Work that completes with them.
-  using Calls = std::function<void(loomComm_t comm, RedOps& redOps)>;
+  // Runs `calls` (Loom calls on the communicator and the call's stream, NULL for CPU calls; several
+  // go inside one Loom group) and returns the Work that completes with them.
+  using Calls = std::function<void(loomComm_t comm, loomStream_t stream, RedOps& redOps)>;
   c10::intrusive_ptr<c10d::Work> issue(Op op, const Calls& calls);
+  // A coalescing block becomes one Loom group, and its Work one mark on one stream.
+  void checkBlockStream(c10::Device device, const CallStream& stream);
   int checkRoot(int64_t root, const char* what) const;
 
   std::shared_ptr<Comm> comm_;
@@ -92,6 +99,8 @@ class LoomBackend : public c10d::Backend {
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<LoomWork>> coalesced_;
   RedOps coalescedRedOps_;
+  std::optional<c10::Device> blockDevice_;  // of the open coalescing block's first operation
+  std::optional<c10::Stream> blockStream_;
 };
 
 // Runs Loom calls as one Loom group: loomGroupEnd runs even when a call throws.

@@ -7,8 +7,8 @@ namespace loomtorch {
 void checkTensor(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.defined(), "Loom ", what, ": undefined tensor");
   TORCH_CHECK(t.layout() == at::kStrided, "Loom ", what, ": only dense tensors are supported, got ", t.layout());
-  TORCH_CHECK(t.device().is_cpu(), "Loom ", what, ": tensors on ", t.device(),
-              " are not supported yet (Loom serves CPU tensors; CUDA tensors come with CUDA buffer support)");
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "Loom ", what, ": tensors on ", t.device(),
+              " are not supported (Loom serves CPU and CUDA tensors)");
 }
 
 void checkSameShape(const at::Tensor& a, const at::Tensor& b, const char* what) {
@@ -40,6 +40,27 @@ void checkPairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Te
     TORCH_CHECK(inputs[i].scalar_type() == outputs[i].scalar_type(), "Loom ", what, ": mismatched dtypes ",
                 inputs[i].scalar_type(), " and ", outputs[i].scalar_type());
   }
+}
+
+CallDevice& CallDevice::add(const at::Tensor& t) {
+  checkTensor(t, what_);
+  if (!device_) {
+    device_ = t.device();
+  } else {
+    TORCH_CHECK(t.device() == *device_, "Loom ", what_, ": all tensors of one call must be on one device, got ",
+                *device_, " and ", t.device());
+  }
+  return *this;
+}
+
+CallDevice& CallDevice::add(const std::vector<at::Tensor>& tensors) {
+  for (const auto& t : tensors) add(t);
+  return *this;
+}
+
+CallDevice& CallDevice::add(const std::vector<std::vector<at::Tensor>>& lists) {
+  for (const auto& list : lists) add(list);
+  return *this;
 }
 
 }  // namespace loomtorch

@@ -1,13 +1,14 @@
 // Argument checks shared by the operations (Loom checks roots, peers and counts itself).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include <ATen/ATen.h>
 
 namespace loomtorch {
 
-// Refuses what Loom cannot serve yet (sparse tensors, devices other than CPU).
+// Refuses what Loom cannot serve (sparse tensors, devices other than CPU and CUDA).
 void checkTensor(const at::Tensor& t, const char* what);
 void checkSameShape(const at::Tensor& a, const at::Tensor& b, const char* what);
 // The one tensor of a single-device call.
@@ -16,5 +17,22 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* wha
 void checkList(const std::vector<at::Tensor>& list, const at::Tensor& like, size_t n, const char* what);
 // Pairs of (output, input) of coalesced calls.
 void checkPairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, const char* what);
+
+// The device one call runs on. A call hands Loom one stream (CUDA) or none (CPU), so all its
+// tensors must share one device: every tensor added is checked (checkTensor) and must be on the
+// device of the first.
+class CallDevice {
+ public:
+  explicit CallDevice(const char* what) : what_(what) {}
+  CallDevice& add(const at::Tensor& t);
+  CallDevice& add(const std::vector<at::Tensor>& tensors);
+  CallDevice& add(const std::vector<std::vector<at::Tensor>>& lists);
+  // The CPU for a call without tensors.
+  c10::Device device() const { return device_.value_or(c10::Device(c10::kCPU)); }
+
+ private:
+  const char* what_;
+  std::optional<c10::Device> device_;
+};
 
 }  // namespace loomtorch

@@ -64,6 +64,12 @@ uint64_t Comm::lastOpId() const {
 
 loomResult_t Comm::waitOp(uint64_t id, int64_t timeoutMs) const { return loomCommWaitOp(get(), id, timeoutMs); }
 
+loomResult_t Comm::asyncError() const {
+  loomResult_t error = loomSuccess;
+  checkCall(loomCommGetAsyncError(get(), &error), "loomCommGetAsyncError");
+  return error;
+}
+
 void Comm::close(bool abort) {
   loomComm_t comm;
   {

@@ -31,6 +31,8 @@ class Comm {
   uint64_t lastOpId() const;
   // loomCommWaitOp: loomSuccess, loomInProgress when timeoutMs passed, or the communicator's error.
   loomResult_t waitOp(uint64_t id, int64_t timeoutMs) const;
+  // loomCommGetAsyncError: loomSuccess, or the error that broke the communicator.
+  loomResult_t asyncError() const;
 
   // Frees the communicator (after its queued work finished) or aborts it; idempotent.
   void close(bool abort);

@@ -1,5 +1,7 @@
 #include "completer.h"
 
+#include <chrono>
+
 #include <c10/util/Exception.h>
 
 #include "loom_error.h"
@@ -8,6 +10,9 @@ namespace loomtorch {
 
 namespace {
 constexpr int64_t kPollMs = 100;  // loomCommWaitOp wakes on completion; this only bounds stop latency
+// Once Loom finished a CUDA operation only copies remain before its mark on the stream: polled
+// (rather than waited for in CUDA) so that an abort is still noticed.
+constexpr auto kStreamPoll = std::chrono::microseconds(50);
 }
 
 Completer::Completer(std::shared_ptr<Comm> comm) : comm_(std::move(comm)), thread_([this] { run(); }) {}
@@ -55,7 +60,12 @@ void Completer::run() {
       try {
         loomResult_t r = comm_->waitOp(work->opId(), kPollMs);
         if (r == loomInProgress) continue;
-        if (r != loomSuccess) error = commError(r, "operation " + std::to_string(work->opId()), comm_->get());
+        if (r != loomSuccess) {
+          error = commError(r, "operation " + std::to_string(work->opId()), comm_->get());
+        } else if (!work->streamPassed()) {
+          std::this_thread::sleep_for(kStreamPoll);
+          continue;
+        }
       } catch (...) {
         error = std::current_exception();
       }

@@ -1,5 +1,6 @@
 // Completes Works in the order their operations were issued, on a thread of its own, so that
-// futures (DDP's gradient hooks) complete without anyone calling wait().
+// futures (DDP's gradient hooks) complete without anyone calling wait(). A CUDA work completes once
+// Loom finished its operation and its stream passed the work's mark.
 #pragma once
 
 #include <condition_variable>

@@ -13,11 +13,11 @@ using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 WorkPtr LoomBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(tensors, "broadcast");
   int root = checkRoot(opts.rootRank, "broadcast");
-  Op op{OpType::BROADCAST, opts.timeout, tensors, {}, {}};
+  Op op{OpType::BROADCAST, opts.timeout, tensors, {}, {}, t.device()};
   at::Tensor buf = op.staging.inOut(t);
   LoomView v = movementView(buf);
-  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
-    checkCall(loomBroadcast(buf.data_ptr(), buf.data_ptr(), v.count, v.type, root, comm, nullptr), "broadcast");
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+    checkCall(loomBroadcast(buf.data_ptr(), buf.data_ptr(), v.count, v.type, root, comm, stream), "broadcast");
   });
 }
 
@@ -30,19 +30,19 @@ WorkPtr LoomBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& o
                                          std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(outputLists.size() == inputs.size() && !inputs.empty(), "Loom allgather: ", outputLists.size(),
               " output lists for ", inputs.size(), " inputs");
-  Op op{inputs.size() == 1 ? OpType::ALLGATHER : OpType::ALLGATHER_COALESCED, opts.timeout, {}, {}, {}};
+  c10::Device device = CallDevice("allgather").add(inputs).add(outputLists).device();
+  Op op{inputs.size() == 1 ? OpType::ALLGATHER : OpType::ALLGATHER_COALESCED, opts.timeout, {}, {}, {}, device};
   std::vector<std::pair<at::Tensor, at::Tensor>> bufs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    checkTensor(inputs[i], "allgather");
     checkList(outputLists[i], inputs[i], static_cast<size_t>(size_), "allgather");
     bufs.emplace_back(op.staging.input(inputs[i]), op.staging.outputList(outputLists[i]));
     op.outputs.insert(op.outputs.end(), outputLists[i].begin(), outputLists[i].end());
   }
-  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
     grouped([&] {
       for (const auto& [in, out] : bufs) {
         LoomView v = movementView(in);
-        checkCall(loomAllGather(in.data_ptr(), out.data_ptr(), v.count, v.type, comm, nullptr), "allgather");
+        checkCall(loomAllGather(in.data_ptr(), out.data_ptr(), v.count, v.type, comm, stream), "allgather");
       }
     });
   });
@@ -56,18 +56,19 @@ WorkPtr LoomBackend::_allgather_base(at::Tensor& output, at::Tensor& input, cons
 WorkPtr LoomBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) {
   checkPairs(outputs, inputs, "allgather_into_tensor");
+  c10::Device device = CallDevice("allgather_into_tensor").add(outputs).add(inputs).device();
   for (size_t i = 0; i < inputs.size(); ++i)
     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_, "Loom allgather_into_tensor: output has ",
                 outputs[i].numel(), " elements, expected ", size_, " x ", inputs[i].numel());
   Op op{inputs.size() == 1 ? OpType::_ALLGATHER_BASE : OpType::ALLGATHER_INTO_TENSOR_COALESCED, opts.timeout, outputs,
-        {}, {}};
+        {}, {}, device};
   std::vector<std::pair<at::Tensor, at::Tensor>> bufs;
   for (size_t i = 0; i < inputs.size(); ++i) bufs.emplace_back(op.staging.input(inputs[i]), op.staging.output(outputs[i]));
-  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
     grouped([&] {
       for (const auto& [in, out] : bufs) {
         LoomView v = movementView(in);
-        checkCall(loomAllGather(in.data_ptr(), out.data_ptr(), v.count, v.type, comm, nullptr), "allgather_into_tensor");
+        checkCall(loomAllGather(in.data_ptr(), out.data_ptr(), v.count, v.type, comm, stream), "allgather_into_tensor");
       }
     });
   });
@@ -85,12 +86,13 @@ WorkPtr LoomBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "Loom gather: only the root passes output tensors");
   }
-  Op op{OpType::GATHER, opts.timeout, isRoot ? outputs[0] : std::vector<at::Tensor>{}, {}, {}};
+  c10::Device device = CallDevice("gather").add(inputs).add(outputs).device();
+  Op op{OpType::GATHER, opts.timeout, isRoot ? outputs[0] : std::vector<at::Tensor>{}, {}, {}, device};
   at::Tensor send = op.staging.input(in);
   at::Tensor recv = isRoot ? op.staging.outputList(outputs[0]) : at::Tensor();
   LoomView v = movementView(send);
-  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
-    checkCall(loomGather(send.data_ptr(), recv.defined() ? recv.data_ptr() : nullptr, v.count, v.type, root, comm, nullptr),
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+    checkCall(loomGather(send.data_ptr(), recv.defined() ? recv.data_ptr() : nullptr, v.count, v.type, root, comm, stream),
               "gather");
   });
 }
@@ -107,12 +109,13 @@ WorkPtr LoomBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "Loom scatter: only the root passes input tensors");
   }
-  Op op{OpType::SCATTER, opts.timeout, outputs, {}, {}};
+  c10::Device device = CallDevice("scatter").add(outputs).add(inputs).device();
+  Op op{OpType::SCATTER, opts.timeout, outputs, {}, {}, device};
   at::Tensor send = isRoot ? op.staging.inputList(inputs[0]) : at::Tensor();
   at::Tensor recv = op.staging.output(out);
   LoomView v = movementView(recv);
-  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
-    checkCall(loomScatter(send.defined() ? send.data_ptr() : nullptr, recv.data_ptr(), v.count, v.type, root, comm, nullptr),
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+    checkCall(loomScatter(send.defined() ? send.data_ptr() : nullptr, recv.data_ptr(), v.count, v.type, root, comm, stream),
               "scatter");
   });
 }

@@ -45,15 +45,15 @@ bool allEqual(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
 // Sends part i of `send` to rank i and receives part i of `recv` from rank i (counts in elements
 // of `elemBytes`), moved as bytes, inside the caller's Loom group.
 void exchange(const at::Tensor& send, const std::vector<int64_t>& sendCounts, const at::Tensor& recv,
-              const std::vector<int64_t>& recvCounts, size_t elemBytes, loomComm_t comm) {
+              const std::vector<int64_t>& recvCounts, size_t elemBytes, loomComm_t comm, loomStream_t stream) {
   auto* in = static_cast<const char*>(send.data_ptr());
   auto* out = static_cast<char*>(recv.data_ptr());
   size_t sendOff = 0, recvOff = 0;
   for (size_t peer = 0; peer < sendCounts.size(); ++peer) {
     size_t sendBytes = static_cast<size_t>(sendCounts[peer]) * elemBytes;
     size_t recvBytes = static_cast<size_t>(recvCounts[peer]) * elemBytes;
-    if (sendBytes) checkCall(loomSend(in + sendOff, sendBytes, loomUint8, static_cast<int>(peer), comm, nullptr), "alltoall");
-    if (recvBytes) checkCall(loomRecv(out + recvOff, recvBytes, loomUint8, static_cast<int>(peer), comm, nullptr), "alltoall");
+    if (sendBytes) checkCall(loomSend(in + sendOff, sendBytes, loomUint8, static_cast<int>(peer), comm, stream), "alltoall");
+    if (recvBytes) checkCall(loomRecv(out + recvOff, recvBytes, loomUint8, static_cast<int>(peer), comm, stream), "alltoall");
     sendOff += sendBytes;
     recvOff += recvBytes;
   }
@@ -63,24 +63,23 @@ void exchange(const at::Tensor& send, const std::vector<int64_t>& sendCounts, co
 
 WorkPtr LoomBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
                                    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) {
-  checkTensor(input, "alltoall_base");
-  checkTensor(output, "alltoall_base");
+  c10::Device device = CallDevice("alltoall_base").add(input).add(output).device();
   TORCH_CHECK(input.scalar_type() == output.scalar_type(), "Loom alltoall_base: mismatched dtypes ",
               input.scalar_type(), " and ", output.scalar_type());
   auto sendCounts = elementCounts(input, inputSplits, size_, "input");
   auto recvCounts = elementCounts(output, outputSplits, size_, "output");
-  Op op{OpType::ALLTOALL_BASE, opts.timeout, {output}, {}, {}};
+  Op op{OpType::ALLTOALL_BASE, opts.timeout, {output}, {}, {}, device};
   at::Tensor in = op.staging.input(input);
   at::Tensor out = op.staging.output(output);
   if (allEqual(sendCounts, recvCounts)) {
     LoomView v = movementView(in);
     size_t perPeer = v.count / static_cast<size_t>(size_);
-    return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
-      checkCall(loomAlltoAll(in.data_ptr(), out.data_ptr(), perPeer, v.type, comm, nullptr), "alltoall_base");
+    return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+      checkCall(loomAlltoAll(in.data_ptr(), out.data_ptr(), perPeer, v.type, comm, stream), "alltoall_base");
     });
   }
-  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
-    grouped([&] { exchange(in, sendCounts, out, recvCounts, in.element_size(), comm); });
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+    grouped([&] { exchange(in, sendCounts, out, recvCounts, in.element_size(), comm, stream); });
   });
 }
 
@@ -88,47 +87,46 @@ WorkPtr LoomBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::
                               const c10d::AllToAllOptions& opts) {
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
               "Loom alltoall: expects ", size_, " input and output tensors, got ", inputs.size(), " and ", outputs.size());
+  c10::Device device = CallDevice("alltoall").add(inputs).add(outputs).device();
   std::vector<int64_t> sendCounts, recvCounts;
   for (int i = 0; i < size_; ++i) {
-    checkTensor(inputs[i], "alltoall");
-    checkTensor(outputs[i], "alltoall");
     TORCH_CHECK(inputs[i].scalar_type() == inputs[0].scalar_type() && outputs[i].scalar_type() == inputs[0].scalar_type(),
                 "Loom alltoall: all tensors must have one dtype");
     sendCounts.push_back(inputs[i].numel());
     recvCounts.push_back(outputs[i].numel());
   }
-  Op op{OpType::ALLTOALL, opts.timeout, outputs, {}, {}};
+  Op op{OpType::ALLTOALL, opts.timeout, outputs, {}, {}, device};
   at::Tensor in = op.staging.inputList(inputs);
   at::Tensor out = op.staging.outputList(outputs);
   if (allEqual(sendCounts, recvCounts)) {
     LoomView v = movementView(in);
     size_t perPeer = v.count / static_cast<size_t>(size_);
-    return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
-      checkCall(loomAlltoAll(in.data_ptr(), out.data_ptr(), perPeer, v.type, comm, nullptr), "alltoall");
+    return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+      checkCall(loomAlltoAll(in.data_ptr(), out.data_ptr(), perPeer, v.type, comm, stream), "alltoall");
     });
   }
-  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
-    grouped([&] { exchange(in, sendCounts, out, recvCounts, in.element_size(), comm); });
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+    grouped([&] { exchange(in, sendCounts, out, recvCounts, in.element_size(), comm, stream); });
   });
 }
 
 WorkPtr LoomBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int /*tag: Loom orders by peer*/) {
   const at::Tensor& t = single(tensors, "send");
-  Op op{OpType::SEND, c10d::kUnsetTimeout, tensors, {}, {}};
+  Op op{OpType::SEND, c10d::kUnsetTimeout, tensors, {}, {}, t.device()};
   at::Tensor buf = op.staging.input(t);
   LoomView v = movementView(buf);
-  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
-    checkCall(loomSend(buf.data_ptr(), v.count, v.type, dstRank, comm, nullptr), "send");
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+    checkCall(loomSend(buf.data_ptr(), v.count, v.type, dstRank, comm, stream), "send");
   });
 }
 
 WorkPtr LoomBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int /*tag: Loom orders by peer*/) {
   const at::Tensor& t = single(tensors, "recv");
-  Op op{OpType::RECV, c10d::kUnsetTimeout, tensors, {}, {}};
+  Op op{OpType::RECV, c10d::kUnsetTimeout, tensors, {}, {}, t.device()};
   at::Tensor buf = op.staging.output(t);
   LoomView v = movementView(buf);
-  return issue(std::move(op), [&](loomComm_t comm, RedOps&) {
-    checkCall(loomRecv(buf.data_ptr(), v.count, v.type, srcRank, comm, nullptr), "recv");
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+    checkCall(loomRecv(buf.data_ptr(), v.count, v.type, srcRank, comm, stream), "recv");
   });
 }
 

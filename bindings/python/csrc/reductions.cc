@@ -12,29 +12,27 @@ using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
 WorkPtr LoomBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const at::Tensor& t = single(tensors, "allreduce");
-  Op op{OpType::ALLREDUCE, opts.timeout, tensors, {}, {}};
+  Op op{OpType::ALLREDUCE, opts.timeout, tensors, {}, {}, t.device()};
   at::Tensor buf = op.staging.inOut(t);
   LoomView v = reductionView(buf, "allreduce");
-  return issue(std::move(op), [&](loomComm_t comm, RedOps& redOps) {
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps& redOps) {
     loomRedOp_t red = loomRedOp(opts.reduceOp, buf, comm, &redOps);
-    checkCall(loomAllReduce(buf.data_ptr(), buf.data_ptr(), v.count, v.type, red, comm, nullptr), "allreduce");
+    checkCall(loomAllReduce(buf.data_ptr(), buf.data_ptr(), v.count, v.type, red, comm, stream), "allreduce");
   });
 }
 
 WorkPtr LoomBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "Loom allreduce_coalesced: no tensors");
-  Op op{OpType::ALLREDUCE_COALESCED, opts.timeout, tensors, {}, {}};
+  c10::Device device = CallDevice("allreduce_coalesced").add(tensors).device();
+  Op op{OpType::ALLREDUCE_COALESCED, opts.timeout, tensors, {}, {}, device};
   std::vector<at::Tensor> bufs;
-  for (const auto& t : tensors) {
-    checkTensor(t, "allreduce_coalesced");
-    bufs.push_back(op.staging.inOut(t));
-  }
-  return issue(std::move(op), [&](loomComm_t comm, RedOps& redOps) {
+  for (const auto& t : tensors) bufs.push_back(op.staging.inOut(t));
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps& redOps) {
     grouped([&] {
       for (const auto& buf : bufs) {
         LoomView v = reductionView(buf, "allreduce_coalesced");
         loomRedOp_t red = loomRedOp(opts.reduceOp, buf, comm, &redOps);
-        checkCall(loomAllReduce(buf.data_ptr(), buf.data_ptr(), v.count, v.type, red, comm, nullptr),
+        checkCall(loomAllReduce(buf.data_ptr(), buf.data_ptr(), v.count, v.type, red, comm, stream),
                   "allreduce_coalesced");
       }
     });
@@ -44,12 +42,12 @@ WorkPtr LoomBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const
 WorkPtr LoomBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   const at::Tensor& t = single(tensors, "reduce");
   int root = checkRoot(opts.rootRank, "reduce");
-  Op op{OpType::REDUCE, opts.timeout, tensors, {}, {}};
+  Op op{OpType::REDUCE, opts.timeout, tensors, {}, {}, t.device()};
   at::Tensor buf = op.staging.inOut(t);
   LoomView v = reductionView(buf, "reduce");
-  return issue(std::move(op), [&](loomComm_t comm, RedOps& redOps) {
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps& redOps) {
     loomRedOp_t red = loomRedOp(opts.reduceOp, buf, comm, &redOps);
-    checkCall(loomReduce(buf.data_ptr(), buf.data_ptr(), v.count, v.type, red, root, comm, nullptr), "reduce");
+    checkCall(loomReduce(buf.data_ptr(), buf.data_ptr(), v.count, v.type, red, root, comm, stream), "reduce");
   });
 }
 
@@ -58,13 +56,14 @@ WorkPtr LoomBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vecto
   const at::Tensor& out = single(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "Loom reduce_scatter: expects one input list, got ", inputs.size());
   checkList(inputs[0], out, static_cast<size_t>(size_), "reduce_scatter");
-  Op op{OpType::REDUCE_SCATTER, opts.timeout, outputs, {}, {}};
+  c10::Device device = CallDevice("reduce_scatter").add(outputs).add(inputs).device();
+  Op op{OpType::REDUCE_SCATTER, opts.timeout, outputs, {}, {}, device};
   at::Tensor in = op.staging.inputList(inputs[0]);
   at::Tensor buf = op.staging.output(out);
   LoomView v = reductionView(buf, "reduce_scatter");
-  return issue(std::move(op), [&](loomComm_t comm, RedOps& redOps) {
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps& redOps) {
     loomRedOp_t red = loomRedOp(opts.reduceOp, buf, comm, &redOps);
-    checkCall(loomReduceScatter(in.data_ptr(), buf.data_ptr(), v.count, v.type, red, comm, nullptr), "reduce_scatter");
+    checkCall(loomReduceScatter(in.data_ptr(), buf.data_ptr(), v.count, v.type, red, comm, stream), "reduce_scatter");
   });
 }
 
@@ -76,19 +75,20 @@ WorkPtr LoomBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
 WorkPtr LoomBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                      const c10d::ReduceScatterOptions& opts) {
   checkPairs(outputs, inputs, "reduce_scatter_tensor");
+  c10::Device device = CallDevice("reduce_scatter_tensor").add(outputs).add(inputs).device();
   for (size_t i = 0; i < inputs.size(); ++i)
     TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, "Loom reduce_scatter_tensor: input has ",
                 inputs[i].numel(), " elements, expected ", size_, " x ", outputs[i].numel());
   Op op{inputs.size() == 1 ? OpType::_REDUCE_SCATTER_BASE : OpType::REDUCE_SCATTER_TENSOR_COALESCED, opts.timeout,
-        outputs, {}, {}};
+        outputs, {}, {}, device};
   std::vector<std::pair<at::Tensor, at::Tensor>> bufs;
   for (size_t i = 0; i < inputs.size(); ++i) bufs.emplace_back(op.staging.input(inputs[i]), op.staging.output(outputs[i]));
-  return issue(std::move(op), [&](loomComm_t comm, RedOps& redOps) {
+  return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps& redOps) {
     grouped([&] {
       for (const auto& [in, out] : bufs) {
         LoomView v = reductionView(out, "reduce_scatter_tensor");
         loomRedOp_t red = loomRedOp(opts.reduceOp, out, comm, &redOps);
-        checkCall(loomReduceScatter(in.data_ptr(), out.data_ptr(), v.count, v.type, red, comm, nullptr),
+        checkCall(loomReduceScatter(in.data_ptr(), out.data_ptr(), v.count, v.type, red, comm, stream),
                   "reduce_scatter_tensor");
       }
     });

@@ -1,6 +1,8 @@
 // Buffers Loom can use for torch tensors: Loom wants one contiguous buffer per argument, so
 // non-contiguous tensors and tensor lists get a contiguous stand-in, copied in when the call is
-// issued and copied back when the operation completed.
+// issued and copied back when the operation completed (CPU) or, for CUDA tensors, enqueued right
+// after the Loom call on the same stream. Either way the copies run where torch puts work for the
+// tensors' device: for CUDA, its current stream, which is the one the call hands Loom.
 #pragma once
 
 #include <functional>
@@ -24,7 +26,7 @@ class Staging {
   // Loom writes the tensors of `list` back to back.
   at::Tensor outputList(const std::vector<at::Tensor>& list);
 
-  // What the Work keeps alive, and the copies it runs when the operation succeeded.
+  // What the Work keeps alive, and the copies back to the user's tensors (LoomWork runs them).
   std::vector<at::Tensor> takeKeepAlive() { return std::move(keepAlive_); }
   std::function<void()> takeCopyBack();
 

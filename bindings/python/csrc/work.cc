@@ -2,26 +2,54 @@
 
 #include <algorithm>
 
+#include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
 #include "loom_error.h"
 
 namespace loomtorch {
 
+namespace {
+
+c10::intrusive_ptr<c10::ivalue::Future> makeFuture(const std::optional<c10::Stream>& stream) {
+  auto type = c10::ListType::create(c10::TensorType::get());
+  if (!stream) return c10::make_intrusive<c10::ivalue::Future>(type);
+  // A CUDA-aware future: then() callbacks and the users of its value get their streams ordered
+  // after it, as with ProcessGroupNCCL's futures.
+  return c10::make_intrusive<c10::ivalue::Future>(type, std::vector<c10::Device>{stream->device()});
+}
+
+}  // namespace
+
 LoomWork::LoomWork(std::shared_ptr<Comm> comm, c10d::OpType type, std::chrono::milliseconds timeout,
-                   std::vector<at::Tensor> outputs, std::vector<at::Tensor> keepAlive, std::function<void()> onSuccess)
+                   std::vector<at::Tensor> outputs, std::vector<at::Tensor> keepAlive, std::function<void()> copyBack,
+                   std::optional<c10::Stream> stream)
     : c10d::Work(comm->rank(), type),
       comm_(std::move(comm)),
       timeout_(timeout),
       outputs_(std::move(outputs)),
       keepAlive_(std::move(keepAlive)),
-      onSuccess_(std::move(onSuccess)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      copyBack_(std::move(copyBack)),
+      future_(makeFuture(stream)) {
+  if (stream) mark_.emplace(*stream);
+}
+
+void LoomWork::markOnStream() {
+  if (!mark_) return;
+  // The copy-backs follow the operation on its own stream, so that its results are stream-ordered
+  // like NCCL's, however late the completion thread gets to this work.
+  c10::StreamGuard guard(mark_->stream());
+  if (copyBack_) {
+    copyBack_();
+    copyBack_ = nullptr;
+  }
+  mark_->record();
+}
 
 bool LoomWork::isCompleted() {
   if (c10d::Work::isCompleted()) return true;
   uint64_t id = opId();
-  if (id == 0 || comm_->closed()) return false;
+  if (id == 0 || comm_->closed() || !streamPassed()) return false;
   loomResult_t r = comm_->waitOp(id, 0);  // just a test
   if (r == loomInProgress) return false;
   complete(r == loomSuccess ? nullptr : commError(r, "operation " + std::to_string(id), comm_->get()));
@@ -29,6 +57,10 @@ bool LoomWork::isCompleted() {
 }
 
 bool LoomWork::wait(std::chrono::milliseconds timeout) {
+  if (mark_ && timeout == kNoTimeout) {
+    waitOnCurrentStream();
+    return true;
+  }
   if (!c10d::Work::isCompleted()) {
     uint64_t id = opId();
     TORCH_CHECK(id != 0, "Loom: wait() on an operation of a coalescing block that has not ended yet");
@@ -41,9 +73,39 @@ bool LoomWork::wait(std::chrono::milliseconds timeout) {
       C10_THROW_ERROR(DistBackendError, "Loom: operation " + std::to_string(id) + " on process group '" +
                                             comm_->name() + "' did not complete within " +
                                             std::to_string(limit.count()) + " ms");
-    complete(r == loomSuccess ? nullptr : commError(r, "operation " + std::to_string(id), comm_->get()));
+    std::exception_ptr error;
+    if (r != loomSuccess) {
+      error = commError(r, "operation " + std::to_string(id), comm_->get());
+    } else if (mark_) {
+      try {
+        mark_->synchronize();  // Loom is done: only the copies after its gate remain on the stream
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    complete(error);
   }
   return c10d::Work::wait(kNoTimeout);  // waits for whoever completes it, rethrows its error
+}
+
+void LoomWork::waitOnCurrentStream() {
+  if (!c10d::Work::isCompleted()) {
+    TORCH_CHECK(opId() != 0, "Loom: wait() on an operation of a coalescing block that has not ended yet");
+    mark_->blockCurrentStream();
+  }
+  // Loom reports a failed stream-ordered operation through the communicator, whose error also
+  // fails every later call; the stream itself moves on with whatever the buffers hold.
+  if (!comm_->closed()) {
+    loomResult_t r = comm_->asyncError();
+    if (r != loomSuccess && r != loomInProgress)
+      throwError(commError(r, "operation " + std::to_string(opId()), comm_->get()));
+  }
+  if (c10d::Work::isCompleted()) c10d::Work::wait(kNoTimeout);  // rethrows this operation's error
+}
+
+void LoomWork::synchronize() {
+  // As WorkNCCL::synchronize: the current stream waits. CPU operations have no stream to order.
+  if (mark_ && opId() != 0 && !c10d::Work::isCompleted()) mark_->blockCurrentStream();
 }
 
 void LoomWork::complete(std::exception_ptr error) {
@@ -56,21 +118,31 @@ void LoomWork::complete(std::exception_ptr error) {
       if (!error) error = std::current_exception();
     }
   }
-  if (!error && onSuccess_) {
+  if (!error && copyBack_) {  // CPU operations; CUDA ones enqueued theirs in markOnStream
     try {
-      onSuccess_();
+      copyBack_();
     } catch (...) {
       error = std::current_exception();
     }
   }
-  onSuccess_ = nullptr;
+  copyBack_ = nullptr;
   keepAlive_.clear();
   children_.clear();
   finish(error);
-  if (error)
+  markFuture(error);
+}
+
+void LoomWork::markFuture(std::exception_ptr error) {
+  if (error) {
     future_->setError(error);
-  else
-    future_->markCompleted(c10::IValue(outputs_));
+    return;
+  }
+  // A CUDA-aware future records an event on the current stream when marked. The operation's stream
+  // passed it already; an idle pool stream keeps that event from also waiting for whatever the
+  // current stream of this thread holds by now.
+  c10::OptionalStreamGuard guard;
+  if (mark_) guard.reset_stream(poolStream(mark_->stream().device()));
+  future_->markCompleted(c10::IValue(outputs_));
 }
 
 }  // namespace loomtorch

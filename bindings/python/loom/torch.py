@@ -1,4 +1,4 @@
-"""Registers Loom as the torch.distributed backend "loom" (CPU tensors; CUDA once Loom serves them).
+"""Registers Loom as the torch.distributed backend "loom" for CPU and CUDA tensors.
 
     import loom.torch
     torch.distributed.init_process_group("loom", ...)
