@@ -8,9 +8,12 @@
 #            2-4 ranks on GPU 0 as threads and as processes, cubin check)
 #   copy     loom-gpu-copy-bw: device-to-device copy bandwidth (the limit), and pinned host<->device
 #            bandwidth (the limit of today's staging path), 8 B .. 1 GiB
-#   perf     loom-perf -G cuda all_reduce / all_gather / reduce_scatter, 2 rank processes on one GPU,
-#            8 B .. 1 GiB (x2), JSON rows per collective; the same on host memory for comparison
-#   latency  8 B allreduce on device buffers, 2 ranks as processes and as threads, 1000 iterations
+#   perf     loom-perf -G cuda all_reduce / all_gather / reduce_scatter, 8 B .. 1 GiB (x2), JSON rows
+#            per collective: 2 rank threads on one GPU as plan kernels over the p2p transport
+#            (LOOM_DEVICE_PLANS=1: ranks sharing a GPU are otherwise staged), 2 rank processes on one
+#            GPU (staged through pinned host memory), and host memory for comparison
+#   latency  8 B allreduce on device buffers, 2 ranks as processes and as threads (staged, and as
+#            plan kernels), 1000 iterations
 #
 # Results go to $OUT (default perf/results/gpu-<UTC time>/), with summary.txt holding the date, the
 # machine, the commit and every command line. Each step stays well under 10 minutes on an H200 host.
@@ -62,6 +65,8 @@ for step in "${STEPS[@]}"; do
       ;;
     perf)
       for coll in all_reduce all_gather reduce_scatter; do
+        run "$coll-plans" env LOOM_DEVICE_PLANS=1 "$PERF" "$coll" -G cuda -t "$NP" -b 8 -e "$MAXBYTES" -f 2 \
+          -n "$ITERS" -w 2 -c 1 -T 540 -J "$OUT/$coll-plans.json"
         run "$coll-device" "$PERF" "$coll" -G cuda -np "$NP" -b 8 -e "$MAXBYTES" -f 2 -n "$ITERS" -w 2 -c 1 \
           -T 540 -J "$OUT/$coll-device.json"
         run "$coll-host" "$PERF" "$coll" -np "$NP" -b 8 -e "$MAXBYTES" -f 2 -n "$ITERS" -w 2 -c 1 \
@@ -71,6 +76,8 @@ for step in "${STEPS[@]}"; do
     latency)
       run latency-processes "$PERF" all_reduce -G cuda -np "$NP" -b 8 -e 8 -n 1000 -w 100 -c 1 -T 300
       run latency-threads "$PERF" all_reduce -G cuda -t "$NP" -b 8 -e 8 -n 1000 -w 100 -c 1 -T 300
+      run latency-plans env LOOM_DEVICE_PLANS=1 "$PERF" all_reduce -G cuda -t "$NP" -b 8 -e 8 -n 1000 -w 100 -c 1 \
+        -T 300
       run latency-host "$PERF" all_reduce -np "$NP" -b 8 -e 8 -n 1000 -w 100 -c 1 -T 300
       ;;
     *)

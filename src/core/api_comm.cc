@@ -186,6 +186,7 @@ LOOM_API loomResult_t loomCommAbort(loomComm_t comm) {
 
 LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError) {
   if (!comm || !asyncError) return finishCall(comm, invalidArgument("loomCommGetAsyncError: NULL argument"));
+  pollDeviceLaunches(comm);  // a finished plan kernel whose lanes failed fails the communicator now
   *asyncError = static_cast<loomResult_t>(comm->asyncError.load());
   return loomSuccess;
 }

@@ -116,9 +116,20 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   machine.fifoSlots = static_cast<int>(comm->settings.nslots);
   comm->tuner = std::make_unique<Tuner>(machine);
   comm->tracer = Tracer::fromEnvironment(rank, comm->settings.name);
+  comm->devicePlans = makeDevicePlanState();
   if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm);
   LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks, {} rank(s) per node)", comm->describe(),
             options.nchannels, options.slotBytes >> 10, machine.ranksInNode());
+  return Status::Ok();
+}
+
+Status checkCommUsable(loomComm* comm) {
+  if (comm->aborted.load()) return errorStatus(loomInvalidUsage, "{} was aborted", comm->describe());
+  if (comm->finalized) return errorStatus(loomInvalidUsage, "{} was finalized", comm->describe());
+  if (comm->asyncError.load() != loomSuccess) {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    return errorStatus(loomInvalidUsage, "{} is unusable after an earlier error: {}", comm->describe(), comm->fatalError);
+  }
   return Status::Ok();
 }
 
@@ -130,6 +141,7 @@ void markCommFailed(loomComm* comm, const Status& error, bool ownsConnections) {
   int expected = loomSuccess;
   comm->asyncError.compare_exchange_strong(expected, error.code());
   if (comm->transports) comm->transports->markFailed(error.message(), ownsConnections);
+  if (comm->devicePlans) comm->devicePlans->raiseAbort();  // lanes waiting on peers stop at once
 }
 
 }  // namespace loom

@@ -13,6 +13,7 @@
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "core/async_engine.h"
+#include "core/device_plans.h"
 #include "core/device_staging.h"
 #include "core/plan_cache.h"
 #include "core/trace.h"
@@ -63,6 +64,9 @@ struct loomComm {
   // Stream-ordered device operations in flight; declared before `engine`, which finishes (and opens
   // the gates of) every queued operation when it goes, so that these only wait for streams.
   std::unique_ptr<loom::DeviceStreamState> deviceStreams;
+  // Device buffers run as plan kernels over the p2p transport (core/device_plans.h); made at init in
+  // CUDA builds (null otherwise), so that an abort from any thread finds it.
+  std::unique_ptr<loom::DevicePlanState> devicePlans;
   // Nonblocking communicators, and blocking ones once they ran a stream-ordered device operation;
   // declared after `transports` so it stops before they go.
   std::unique_ptr<loom::AsyncEngine> engine;
@@ -99,6 +103,10 @@ namespace loom {
 
 // Joins the communicator described by `id` as `rank` of `nranks` (blocks until all ranks joined).
 Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config);
+
+// Ok when the communicator may start an operation; loomInvalidUsage when it was aborted, finalized
+// or broken by an earlier error (which the message repeats).
+Status checkCommUsable(loomComm* comm);
 
 // Marks the communicator broken after a fatal error: peers are told, later calls are refused.
 // `ownsConnections`: the caller is the thread that drives the connections (not a concurrent abort).

@@ -272,6 +272,28 @@ Status encodeDevicePlan(const Plan& plan, const DevicePlanBindings& b, std::span
   return Status::Ok();
 }
 
+DevicePlanSequenceLayout layoutDevicePlanSequence(std::span<const size_t> planBytes) {
+  DevicePlanSequenceLayout l;
+  size_t at = alignUp(sizeof(DevicePlanSequence) + planBytes.size() * sizeof(uint64_t));
+  for (size_t bytes : planBytes) {
+    l.offsets.push_back(at);
+    at = alignUp(at + bytes);
+  }
+  l.total = at;
+  return l;
+}
+
+void writeDevicePlanSequenceHeader(const DevicePlanSequenceLayout& layout, uint32_t blocks, std::span<std::byte> out) {
+  DevicePlanSequence seq;
+  seq.nplans = static_cast<uint32_t>(layout.offsets.size());
+  seq.blocks = blocks;
+  std::memcpy(out.data(), &seq, sizeof seq);
+  for (size_t k = 0; k < layout.offsets.size(); ++k) {
+    const uint64_t offset = layout.offsets[k];
+    std::memcpy(out.data() + sizeof seq + k * sizeof offset, &offset, sizeof offset);
+  }
+}
+
 Status devicePlanResult(const Plan& plan, std::span<const DeviceLaneStatus> statuses) {
   if (statuses.size() < plan.lanes.size())
     return internalError("device plan: {} lane statuses for {} lanes", statuses.size(), plan.lanes.size());

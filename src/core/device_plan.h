@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "algorithms/plan.h"
 #include "base/status.h"
@@ -50,6 +51,17 @@ size_t devicePlanBytes(const Plan& plan, const DevicePlanBindings& bindings);
 // slots, local copies do not partially overlap. loomInvalidArgument says what does not fit.
 Status encodeDevicePlan(const Plan& plan, const DevicePlanBindings& bindings, std::span<std::byte> out,
                         DevicePlanShape* shape);
+
+// A sequence of encoded plans for one launch (kernels/cuda/device_plan_layout.h's DevicePlanSequence):
+// where each of `planBytes.size()` plans starts (16-byte aligned) and the total bytes.
+struct DevicePlanSequenceLayout {
+  std::vector<size_t> offsets;
+  size_t total = 0;
+};
+DevicePlanSequenceLayout layoutDevicePlanSequence(std::span<const size_t> planBytes);
+// Writes the sequence's header and offset table at the start of `out`; the plans are encoded at
+// their offsets by encodeDevicePlan. `blocks`: the most lanes of any of the plans.
+void writeDevicePlanSequenceHeader(const DevicePlanSequenceLayout& layout, uint32_t blocks, std::span<std::byte> out);
 
 // The operation's result from its lanes' statuses: Ok when every lane is Done, else the first
 // failure, naming the lane, step and peer (loomRemoteError for an abort, loomTimeout, loomInvalidUsage

@@ -13,6 +13,7 @@
 #include "base/datatype.h"
 #include "base/env.h"
 #include "core/communicator.h"
+#include "kernels/cuda/event_handle.h"
 #include "kernels/cuda/memory_kind.h"
 #include "kernels/cuda/host_flags.h"
 #include "kernels/cuda/pinned_pool.h"
@@ -179,33 +180,7 @@ Status runSynchronous(const std::vector<Operation>& staged, const Stagings& stag
 
 // ---- Stream-ordered staging ----
 
-class EventHandle {
- public:
-  EventHandle() = default;
-  ~EventHandle() {
-    if (event_) cudaEventDestroy(event_);
-  }
-  EventHandle(const EventHandle&) = delete;
-  EventHandle& operator=(const EventHandle&) = delete;
-  Status record(loomStream_t stream) {
-    if (!event_) LOOM_CUDA_TRY(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
-    LOOM_CUDA_TRY(cudaEventRecord(event_, asCuda(stream)));
-    return Status::Ok();
-  }
-  // Sets *done when the stream passed the event.
-  Status query(bool* done) const {
-    const cudaError_t st = cudaEventQuery(event_);
-    *done = st == cudaSuccess;
-    if (st != cudaSuccess && st != cudaErrorNotReady) return cuda::cudaStatus(st, "cudaEventQuery");
-    return Status::Ok();
-  }
-  void wait() const {
-    if (event_) cudaEventSynchronize(event_);
-  }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
+using cuda::EventHandle;
 
 // The progress thread's view of one operation's stream: ready once the stream copied the input to
 // pinned memory (the event is recorded only after the operation was queued, so ready() first waits
@@ -305,10 +280,10 @@ Status enqueueStreamWork(InFlight& f) {
   cuda::DeviceScope scope(s.device());
   LOOM_CUDA_TRY(scope.error());
   LOOM_TRY(s.enqueueCopyIn());
-  LOOM_TRY(f.gate->inputsCopied().record(s.stream()));
+  LOOM_TRY(f.gate->inputsCopied().record(asCuda(s.stream())));
   LOOM_CUDA_TRY(cuda::enqueueHostFlagWait(f.gate->flag().device, s.stream()));
   LOOM_TRY(s.enqueueCopyOut());
-  return f.outputsCopied.record(s.stream());
+  return f.outputsCopied.record(asCuda(s.stream()));
 }
 
 // Queues the operations (planned over pinned memory, gated) first and only then enqueues their stream

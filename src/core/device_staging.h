@@ -16,8 +16,8 @@
 //   gate, which waits for the first rank: a deadlock no rank can break. LOOM_DEVICE_ASYNC=0 turns it off.
 // - Synchronous, otherwise: copy in, synchronize, run the plans, copy back, synchronize, return.
 //
-// Either way every byte crosses PCIe twice per rank. Next: the CUDA IPC p2p transport and device
-// kernels that run plan steps (src/kernels/cuda/README.md).
+// Either way every byte crosses PCIe twice per rank. This is the fallback: where every pair of ranks
+// can reach each other's GPU memory, device_plans.h runs device buffers as plan kernels instead.
 #pragma once
 
 #include <vector>

@@ -6,6 +6,7 @@
 
 #include "core/communicator.h"
 #include "core/async_engine.h"
+#include "core/device_plans.h"    // [CUDA hook, issue 8]
 #include "core/device_staging.h"  // [CUDA hook, issue 8]
 #include "core/executor.h"
 #include "core/planner.h"
@@ -19,16 +20,6 @@ struct GroupState {
   std::vector<Operation> ops;
 };
 thread_local GroupState tlsGroup;
-
-Status checkUsable(loomComm_t comm) {
-  if (comm->aborted.load()) return errorStatus(loomInvalidUsage, "{} was aborted", comm->describe());
-  if (comm->finalized) return errorStatus(loomInvalidUsage, "{} was finalized", comm->describe());
-  if (comm->asyncError.load() != loomSuccess) {
-    std::lock_guard<std::mutex> lock(comm->errorMutex);
-    return errorStatus(loomInvalidUsage, "{} is unusable after an earlier error: {}", comm->describe(), comm->fatalError);
-  }
-  return Status::Ok();
-}
 
 CommWork workFor(loomComm_t comm) {
   CommWork w;
@@ -46,7 +37,7 @@ CommWork workFor(loomComm_t comm) {
 // blocking one without gets them appended to `blocking` for the caller to run. Gated operations
 // (device buffers staged on a stream) always go to the progress thread, which starts it if needed.
 Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool soleComm, std::vector<CommWork>* blocking) {
-  LOOM_TRY(checkUsable(comm));
+  LOOM_TRY(checkCommUsable(comm));
   const bool gated = std::any_of(ops.begin(), ops.end(), [&](const Operation& op) { return op.comm == comm && op.gate; });
   if (gated && !comm->engine) comm->engine = std::make_unique<AsyncEngine>(comm);
   AsyncEngine* engine = comm->engine.get();
@@ -122,9 +113,11 @@ Status runHostOperations(const std::vector<Operation>& ops) {
   return st;
 }
 
-// [CUDA hook, issue 8] Device buffers run over pinned host copies (core/device_staging.h); without
-// CUDA, or with host buffers only, this is runHostOperations(ops).
-Status runOperations(const std::vector<Operation>& ops) { return runWithDeviceStaging(ops, runHostOperations); }
+// [CUDA hook, issue 8] Device buffers run as plan kernels where every rank can (core/device_plans.h),
+// else over pinned host copies (core/device_staging.h); without CUDA, or with host buffers only, this
+// is runHostOperations(ops).
+Status runStaged(const std::vector<Operation>& ops) { return runWithDeviceStaging(ops, runHostOperations); }
+Status runOperations(const std::vector<Operation>& ops) { return runWithDevicePlans(ops, runStaged); }
 
 }  // namespace
 

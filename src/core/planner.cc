@@ -146,7 +146,7 @@ Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, ReduceOp* out
   return Status::Ok();
 }
 
-Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out) {
+Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool hostTemporaries) {
   Algorithm algo = Algorithm::Ring;
   PlanRequest req;
   std::string note;
@@ -187,11 +187,11 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out) {
     out->op.post = PostOpKind::None;
   }
   if (out->stageScales || (overlaps(op.send, sendBytes, op.recv, recvBytes) && !isAllowedInPlace(op, comm->rank))) {
-    out->stagedSend.resize(sendBytes);
     out->stageFrom = send;
-    send = out->stagedSend.data();
+    if (hostTemporaries) out->stagedSend.resize(sendBytes);
+    send = hostTemporaries ? out->stagedSend.data() : nullptr;
   }
-  out->scratch.resize(out->plan->scratchElems * out->elemSize);
+  if (hostTemporaries) out->scratch.resize(out->plan->scratchElems * out->elemSize);
   out->buffers = {send, static_cast<char*>(op.recv), out->scratch.data()};
   // A large output apart from the input is cold memory: copies into it skip the cache (in place, the
   // output lines were just read as input and are cached already; streaming them out was measured slower).

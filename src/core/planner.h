@@ -10,7 +10,10 @@
 
 namespace loom {
 
-Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out);
+// `hostTemporaries`: allocate the scratch and staged-send copies in host memory (false: the caller
+// provides them where the plan runs, sized by Plan::scratchElems and, when stageFrom is set, the send
+// bytes).
+Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool hostTemporaries = true);
 // All send/recv operations of one group on one communicator, in call order.
 Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out);
 

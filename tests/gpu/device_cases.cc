@@ -230,6 +230,11 @@ std::string runDeviceCases(RankContext& ctx, const std::vector<Case>& cases, int
   constexpr int kMaxFailures = 8;
   for (const Case& c : cases) {
     CaseResult r = runDeviceCase(ctx, c, stream, options);
+    if (options.meetAfterEachCase && !r.fatal) {
+      int one = 1, all = 0;
+      const loomResult_t met = loomAllReduce(&one, &all, 1, loomInt32, loomSum, ctx.comm, nullptr);
+      if (met != loomSuccess && r.failure.empty()) r = {loomtest::callFailure("loomAllReduce (meeting)", met, ctx.comm), true};
+    }
     if (r.failure.empty()) continue;
     if (failures++ < kMaxFailures) out += "\n  " + loomtest::describeCase(c, ctx) + ": " + r.failure;
     if (r.fatal) {

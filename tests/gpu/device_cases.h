@@ -14,6 +14,10 @@ namespace loomgpu {
 struct DeviceRunOptions {
   bool useNullStream = false;    // pass stream NULL (the legacy default stream) instead of a created one
   bool deviceScalars = false;    // PreMulSum scalars live in device memory (loomScalarDevice)
+  // Ranks meet (a host allreduce) after each case, once its buffers are freed: ranks that are threads
+  // running plan kernels on one GPU must not free memory (cudaFree synchronizes the device) while a
+  // peer's kernel waits for a launch of theirs that comes only after the free.
+  bool meetAfterEachCase = false;
 };
 
 // Runs the cases in order on ctx's communicator with buffers on CUDA device `device`. Returns "" or

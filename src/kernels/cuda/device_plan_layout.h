@@ -100,6 +100,17 @@ struct DevicePlanHeader {
   uint64_t totalBytes = 0;
 };
 
+// Several encoded plans of one dtype that one launch runs one after the other (a group's operations
+// on one communicator): every block runs its lane of each plan (when the plan has that many lanes),
+// and the launch's blocks meet between two plans, so that a plan starts only when this rank finished
+// the one before (it may read what another lane of the previous plan wrote). The plans' encodings
+// follow, at the byte offsets (from this struct's first byte) in the table right after it.
+struct alignas(128) DevicePlanSequence {
+  uint64_t arrived = 0;  // blocks count themselves here after each plan; on its own 128-byte line
+  uint32_t nplans = 0;
+  uint32_t blocks = 0;  // the launch's blocks: the most lanes of any of its plans
+};
+
 // What the host needs to launch an encoded plan without reading it back.
 struct DevicePlanShape {
   uint32_t lanes = 0;  // one block per lane

@@ -39,6 +39,7 @@ class HostLanePlatform {
   static uint32_t loadFlag(const uint32_t* p) {
     return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
   }
+  static uint64_t fetchAdd(uint64_t* p, uint64_t v) { return ref(p).fetch_add(v, std::memory_order_acq_rel); }
   static void raiseFlag(uint32_t* p) { std::atomic_ref<uint32_t>(*p).store(1, std::memory_order_release); }
 
   static uint64_t nowNs() {
@@ -71,6 +72,15 @@ inline bool runLaneOnHost(const void* encoded, uint32_t laneIndex, HostLane* lan
   HostLanePlatform platform(lane, worker);
   const loomDataType_t dtype = static_cast<const DevicePlanHeader*>(encoded)->dtype;
   return withElem(dtype, [&](auto elem) { runLane<decltype(elem)>(encoded, laneIndex, platform); });
+}
+
+// The same for block `block` of a launch of a plan sequence (DevicePlanSequence).
+inline bool runSequenceOnHost(const void* sequence, uint32_t block, HostLane* lane, uint32_t worker) {
+  HostLanePlatform platform(lane, worker);
+  auto* seq = static_cast<const DevicePlanSequence*>(sequence);
+  if (seq->nplans == 0) return true;
+  const loomDataType_t dtype = static_cast<const DevicePlanHeader*>(sequencePlan(seq, 0))->dtype;
+  return withElem(dtype, [&](auto elem) { runSequence<decltype(elem)>(sequence, block, platform); });
 }
 
 }  // namespace loom::cuda

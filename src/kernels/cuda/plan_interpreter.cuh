@@ -220,4 +220,38 @@ LOOM_HD void runLane(const void* encoded, uint32_t laneIndex, P& p) {
   if (outcome != DeviceLaneOutcome::Done && outcome != DeviceLaneOutcome::Aborted && h.abort) p.raiseFlag(h.abort);
 }
 
+// The encoded plan `k` of a sequence.
+LOOM_HD const void* sequencePlan(const DevicePlanSequence* seq, uint32_t k) {
+  const uint64_t* offsets = reinterpret_cast<const uint64_t*>(seq + 1);
+  return reinterpret_cast<const char*>(seq) + offsets[k];
+}
+
+// Runs block `block`'s lane of every plan of the sequence in order. Between two plans the blocks
+// meet: each counts itself in `arrived` and waits for the others (every block of the launch is
+// resident, plan_launch.h checks it); once any lane failed (its abort word is up) the remaining plans
+// do not start and their lanes stay NotReported. Every worker of the block calls it.
+template <class E, class P>
+LOOM_HD void runSequence(const void* sequence, uint32_t block, P& p) {
+  auto* seq = static_cast<DevicePlanSequence*>(const_cast<void*>(sequence));
+  for (uint32_t k = 0; k < seq->nplans; ++k) {
+    const void* plan = sequencePlan(seq, k);
+    if (k > 0) {
+      const DevicePlanHeader& h = *static_cast<const DevicePlanHeader*>(plan);
+      p.barrier();  // every worker is past its last read of the lane's shared state
+      if (p.worker() == 0) {
+        p.fetchAdd(&seq->arrived, 1);
+        // No timeout here: the blocks still in the previous plan end by themselves (their own waits
+        // time out), while one that ended early may wait longer than a timeout as they make progress.
+        const uint64_t all = static_cast<uint64_t>(k) * seq->blocks;
+        auto aborted = [&] { return h.abort && p.loadFlag(h.abort) != 0; };
+        for (uint32_t round = 0; p.loadAcquire(&seq->arrived) < all && !aborted(); ++round) p.pause(round);
+        p.shared().outcome = static_cast<uint32_t>(aborted() ? DeviceLaneOutcome::Aborted : DeviceLaneOutcome::Done);
+      }
+      p.barrier();
+      if (static_cast<DeviceLaneOutcome>(p.shared().outcome) != DeviceLaneOutcome::Done) return;
+    }
+    runLane<E>(plan, block, p);
+  }
+}
+
 }  // namespace loom::cuda

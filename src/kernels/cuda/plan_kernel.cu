@@ -33,6 +33,7 @@ class DevicePlatform {
     return ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*const_cast<uint32_t*>(p))
         .load(::cuda::memory_order_acquire);
   }
+  __device__ static uint64_t fetchAdd(uint64_t* p, uint64_t v) { return word(p).fetch_add(v, ::cuda::memory_order_acq_rel); }
   __device__ static void raiseFlag(uint32_t* p) {
     ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*p).store(1, ::cuda::memory_order_release);
   }
@@ -58,31 +59,30 @@ class DevicePlatform {
 };
 
 template <class E>
-__global__ void __launch_bounds__(kPlanThreads) planKernel(const void* encoded) {
+__global__ void __launch_bounds__(kPlanThreads) planSequenceKernel(const void* sequence) {
   __shared__ LaneShared shared;
   DevicePlatform platform(&shared);
-  runLane<E>(encoded, blockIdx.x, platform);
+  runSequence<E>(sequence, blockIdx.x, platform);
 }
 
 }  // namespace
 
-int launchDevicePlan(const void* encodedPlanOnDevice, const DevicePlanShape& shape, loomDataType_t dtype,
-                     Stream stream) {
-  if (shape.lanes == 0) return cudaSuccess;
-  if (!encodedPlanOnDevice) return cudaErrorInvalidValue;
+int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loomDataType_t dtype, Stream stream) {
+  if (blocks == 0) return cudaSuccess;
+  if (!sequenceOnDevice) return cudaErrorInvalidValue;
   int device = 0, sms = 0, perSm = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
   bool known = withElem(dtype, [&](auto elem) {
     using E = decltype(elem);
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planKernel<E>, kPlanThreads, 0);
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planSequenceKernel<E>, kPlanThreads, 0);
     if (err != cudaSuccess) return;
-    if (static_cast<uint64_t>(shape.lanes) > static_cast<uint64_t>(perSm) * static_cast<uint64_t>(sms)) {
+    if (static_cast<uint64_t>(blocks) > static_cast<uint64_t>(perSm) * static_cast<uint64_t>(sms)) {
       err = cudaErrorCooperativeLaunchTooLarge;
       return;
     }
-    planKernel<E><<<shape.lanes, kPlanThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(encodedPlanOnDevice);
+    planSequenceKernel<E><<<blocks, kPlanThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(sequenceOnDevice);
     err = cudaGetLastError();
   });
   if (!known) return cudaErrorInvalidValue;

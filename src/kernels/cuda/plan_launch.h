@@ -1,8 +1,7 @@
-// Host API of the plan kernel (plan_kernel.cu): runs an encoded plan (device_plan.h) on the GPU, one
+// Host API of the plan kernel (plan_kernel.cu): runs encoded plans (core/device_plan.h) on the GPU, one
 // thread block per lane, ordered on a stream. No CUDA header is needed to include it.
 //
-// Not wired into the library's collectives yet: that needs FIFOs in peer-visible memory, which the
-// CUDA-IPC (p2p) transport will provide (README.md, "Next steps").
+// core/device_plans.cc launches it for device buffers over the p2p transport's FIFOs.
 #pragma once
 
 #include "kernels/cuda/cuda_reduce.h"
@@ -11,14 +10,14 @@
 
 namespace loom::cuda {
 
-// Enqueues the plan whose encoding lies at `encodedPlanOnDevice` (device-readable memory) on `stream`
-// and returns at once; every lane then reports into the plan's lane statuses. `dtype` picks the
-// kernel and must be the encoded one (a lane reports WrongElementSize otherwise). Every lane of a
-// rank must run at the same time, since lanes wait on each other through the peers: a plan with more
-// lanes than the device can hold resident is refused (cudaErrorCooperativeLaunchTooLarge).
-// Returns a cudaError_t value (0: launched; kernel failures surface on the stream).
-int launchDevicePlan(const void* encodedPlanOnDevice, const DevicePlanShape& shape, loomDataType_t dtype,
-                     Stream stream);
+// Enqueues the plan sequence (DevicePlanSequence, then its plans) at `sequenceOnDevice`
+// (device-readable memory) on `stream` as `blocks` blocks (the sequence's `blocks`) and returns at
+// once; every lane then reports into its plan's lane statuses. `dtype` picks the kernel and must be
+// every encoded plan's (a lane reports WrongElementSize otherwise). Every block must run at the same
+// time, since lanes wait on each other through the peers and blocks meet between plans: a launch with
+// more blocks than the device can hold resident is refused (cudaErrorCooperativeLaunchTooLarge).
+// Returns a cudaError_t value (0: launched; kernel failures surface in the lane statuses).
+int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loomDataType_t dtype, Stream stream);
 
 // Threads per lane (block).
 inline constexpr unsigned kPlanThreads = 512;

@@ -1,0 +1,410 @@
+// Device buffers run by the plan kernel (device_plans.h). Compiled only with the CUDA feature;
+// listed in src/kernels/cuda/meson.build with the other CUDA-only parts of core.
+#include "core/device_plans.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "base/datatype.h"
+#include "base/log.h"
+#include "core/communicator.h"
+#include "core/device_plan.h"
+#include "core/planner.h"
+#include "kernels/cuda/event_handle.h"
+#include "kernels/cuda/host_flags.h"
+#include "kernels/cuda/memory_kind.h"
+#include "kernels/cuda/pinned_pool.h"
+#include "kernels/cuda/plan_launch.h"
+#include "transport/p2p_fifos.h"
+
+namespace loom {
+namespace {
+
+using cuda::DeviceLaneStatus;
+using cuda::MemoryKind;
+
+cudaStream_t asCuda(loomStream_t s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// One launch until its stream passed it: the encoded plans and the lanes' statuses live in one
+// pinned block (the kernel writes the statuses there), kept until then.
+struct Launch {
+  struct Entry {
+    std::shared_ptr<const Plan> plan;
+    size_t firstStatus = 0;
+    std::string what;  // the operation, for messages
+  };
+  int device = -1;
+  cuda::PinnedBlock blob;
+  DeviceLaneStatus* statuses = nullptr;
+  std::vector<Entry> entries;
+  cuda::EventHandle done;
+};
+
+class DevicePlans final : public DevicePlanState {
+ public:
+  enum class Setup { NotYet, Ready, Unavailable };
+
+  ~DevicePlans() override {
+    if (failed_.load()) raiseAbort();
+    for (auto& launch : launches) {
+      cuda::DeviceScope scope(launch->device);
+      launch->done.wait();
+    }
+    if (fifos && failed_.load()) fifos->keepBlockAfterFailure();
+    if (abortFlag.host) flags.release(abortFlag);
+  }
+  void raiseAbort() override {
+    failed_.store(true);
+    if (volatile uint32_t* word = abortWord_.load()) *word = 1;
+  }
+  void setAbortFlag(const cuda::HostFlags::Flag& flag) {
+    abortFlag = flag;
+    abortWord_.store(flag.host);
+    if (failed_.load()) *flag.host = 1;  // failed before the word existed
+  }
+
+  // Set up and read under the communicator's `busy` lock.
+  Setup setup = Setup::NotYet;
+  std::string unavailable;
+  std::unique_ptr<P2pFifos> fifos;
+  cuda::HostFlags flags;
+  cuda::HostFlags::Flag abortFlag;
+  cuda::EventHandle lastLaunch;  // launches share the FIFOs: each follows the one before
+  uint64_t launched = 0;
+
+  std::mutex mutex;  // guards `launches`: loomCommGetAsyncError looks at them from any thread
+  std::deque<std::unique_ptr<Launch>> launches;
+
+ private:
+  std::atomic<bool> failed_{false};
+  std::atomic<volatile uint32_t*> abortWord_{nullptr};
+};
+
+DevicePlans& stateOf(loomComm* comm) { return static_cast<DevicePlans&>(*comm->devicePlans); }
+
+void failComm(loomComm* comm, const Status& error) {
+  markCommFailed(comm, error, false);
+  std::lock_guard<std::mutex> lock(comm->errorMutex);
+  comm->lastError = error.message();
+}
+
+// Reports and forgets finished launches, oldest first; with `wait`, waits for every one.
+void reapLocked(loomComm* comm, DevicePlans& st) {
+  while (!st.launches.empty()) {
+    Launch& l = *st.launches.front();
+    cuda::DeviceScope scope(l.device);
+    bool done = false;
+    Status query = l.done.query(&done);
+    if (!query.ok()) {
+      failComm(comm, query.withContext("watching a device launch"));
+      return;  // the stream is broken: its launches stay until the communicator goes
+    }
+    if (!done) return;
+    for (const Launch::Entry& e : l.entries) {
+      Status result = cuda::devicePlanResult(*e.plan, std::span(l.statuses + e.firstStatus, e.plan->lanes.size()));
+      if (!result.ok()) {
+        failComm(comm, result.withContext(e.what));
+        break;
+      }
+    }
+    st.launches.pop_front();
+  }
+}
+
+// The GPU that every buffer the operation uses on this rank is on, or -1 when one of them is not
+// device memory (host, managed) or they are on different GPUs.
+int deviceOfBuffers(const Operation& op) {
+  size_t sendBytes = 0, recvBytes = 0;
+  bufferBytes(op, &sendBytes, &recvBytes);
+  int device = -1;
+  for (auto [p, bytes] : {std::pair<const void*, size_t>{op.send, sendBytes}, {op.recv, recvBytes}}) {
+    if (bytes == 0) continue;
+    const cuda::MemoryInfo info = cuda::queryMemory(p);
+    if (info.kind != MemoryKind::Device || (device >= 0 && info.device != device)) return -1;
+    device = info.device;
+  }
+  return device;
+}
+
+bool runsOnDevice(const Operation& op) {
+  const bool reduces = op.coll == Collective::AllReduce || op.coll == Collective::Reduce ||
+                       op.coll == Collective::ReduceScatter;
+  // PreMulSum scales each rank's input by its own scalar first: staging does that on the host.
+  if (reduces && op.op >= loomNumOps) return false;
+  return op.count > 0;
+}
+
+Status setUp(loomComm* comm, int device) {
+  DevicePlans& st = stateOf(comm);
+  P2pFifoOptions options;
+  options.nchannels = static_cast<uint32_t>(comm->transports->nchannels());
+  options.nslots = static_cast<uint32_t>(comm->settings.nslots);
+  options.slotBytes = comm->transports->slotBytes();
+  options.policy = p2pPolicyFromEnvironment();
+  std::vector<PeerLocation> peers;
+  for (const RankInfo& info : comm->bootstrap->table()) peers.push_back(PeerLocation{info.hostHash, info.pid, info.hostname});
+  // Host allocations first: a rank that finished the exchange may launch at once, and a pinned
+  // allocation here could then wait behind that kernel (ranks that are threads share the device).
+  // The pinned pool keeps a block for the first launches' plans for the same reason.
+  cuda::HostFlags::Flag flag;
+  {
+    cuda::DeviceScope scope(device);
+    LOOM_CUDA_TRY(scope.error());
+    LOOM_TRY(st.flags.acquire(&flag));
+    cuda::PinnedBlock warm;
+    LOOM_TRY(warm.acquire(size_t{1} << 20));
+  }
+  st.setAbortFlag(flag);
+  std::string why;
+  LOOM_TRY(P2pFifos::create(*comm->bootstrap, peers, device, options, &st.fifos, &why)
+               .withContext(comm->describe() + ": device plans"));
+  if (!st.fifos) {
+    st.setup = DevicePlans::Setup::Unavailable;
+    st.unavailable = why;
+    LOOM_INFO(Init, "{}: device buffers are staged through host memory: {}", comm->describe(), why);
+    return Status::Ok();
+  }
+  st.setup = DevicePlans::Setup::Ready;
+  LOOM_INFO(Init, "{}: device buffers run as plan kernels on GPU {}", comm->describe(), device);
+  return Status::Ok();
+}
+
+// Sets up every communicator that needs it at once: one thread may drive several ranks of one
+// communicator (a group over loomCommInitAll's communicators), and each setup waits for all ranks.
+Status setUpAll(const std::vector<std::pair<loomComm*, int>>& pending) {
+  if (pending.size() == 1) return setUp(pending[0].first, pending[0].second);
+  std::vector<Status> results(pending.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < pending.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = setUp(pending[i].first, pending[i].second); });
+  for (std::thread& t : threads) t.join();
+  for (const Status& st : results) LOOM_TRY(st);
+  return Status::Ok();
+}
+
+// Device memory a launch needs besides the user's buffers, allocated on its stream and freed there
+// after the launch (or at once when the launch is given up before anything else was enqueued).
+class StreamTemporaries {
+ public:
+  explicit StreamTemporaries(cudaStream_t stream) : stream_(stream) {}
+  ~StreamTemporaries() {
+    for (void* p : blocks_) cudaFreeAsync(p, stream_);
+  }
+  Status allocate(size_t bytes, char** out) {
+    *out = nullptr;
+    if (bytes == 0) return Status::Ok();
+    void* p = nullptr;
+    LOOM_CUDA_TRY(cudaMallocAsync(&p, bytes, stream_));
+    blocks_.push_back(p);
+    *out = static_cast<char*>(p);
+    return Status::Ok();
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::vector<void*> blocks_;
+};
+
+// Encodes plans [first, end) (one dtype) as one sequence and launches it on `stream`.
+Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, size_t end, cudaStream_t stream) {
+  DevicePlans& st = stateOf(comm);
+  const P2pFifos& fifos = *st.fifos;
+  auto launch = std::make_unique<Launch>();
+  launch->device = fifos.device();
+  StreamTemporaries temps(stream);
+  struct StagedSend {
+    char* to;
+    const char* from;
+    size_t bytes;
+  };
+  std::vector<StagedSend> stagedSends;
+  const size_t n = end - first;
+  std::vector<std::vector<char*>> buffers(n);
+  std::vector<cuda::DevicePlanBindings> bindings(n);
+  std::vector<size_t> planBytes(n), firstStatus(n);
+  size_t lanes = 0;
+  uint32_t blocks = 0;
+  for (size_t k = 0; k < n; ++k) {
+    BoundPlan& bp = plans[first + k];
+    buffers[k] = bp.buffers;
+    if (bp.plan->coll != Collective::SendRecv) {
+      if (bp.stageFrom) {
+        size_t sendBytes = 0, recvBytes = 0;
+        bufferBytes(bp.call, &sendBytes, &recvBytes);
+        LOOM_TRY(temps.allocate(sendBytes, &buffers[k][kSendBuffer]));
+        stagedSends.push_back({buffers[k][kSendBuffer], bp.stageFrom, sendBytes});
+      }
+      LOOM_TRY(temps.allocate(bp.plan->scratchElems * bp.elemSize, &buffers[k][kScratchBuffer]));
+    }
+    cuda::DevicePlanBindings& b = bindings[k];
+    b.dtype = bp.dtype;
+    b.op = bp.op;
+    b.buffers = buffers[k];
+    b.nchannels = fifos.nchannels();
+    b.sends = fifos.sends();
+    b.recvs = fifos.recvs();
+    b.abort = const_cast<uint32_t*>(st.abortFlag.device);
+    b.timeoutNs = static_cast<uint64_t>(std::max<int64_t>(comm->settings.timeoutMs, 0)) * 1000000u;
+    planBytes[k] = cuda::devicePlanBytes(*bp.plan, b);
+    firstStatus[k] = lanes;
+    lanes += bp.plan->lanes.size();
+    blocks = std::max(blocks, static_cast<uint32_t>(bp.plan->lanes.size()));
+  }
+  if (blocks == 0) return Status::Ok();
+  const cuda::DevicePlanSequenceLayout layout = cuda::layoutDevicePlanSequence(planBytes);
+  const size_t statusBytes = lanes * sizeof(DeviceLaneStatus);
+  LOOM_TRY(launch->blob.acquire(layout.total + statusBytes));
+  std::byte* blob = reinterpret_cast<std::byte*>(launch->blob.data());
+  std::memset(blob, 0, layout.total + statusBytes);
+  launch->statuses = reinterpret_cast<DeviceLaneStatus*>(blob + layout.total);
+  cuda::writeDevicePlanSequenceHeader(layout, blocks, std::span(blob, layout.total));
+  for (size_t k = 0; k < n; ++k) {
+    BoundPlan& bp = plans[first + k];
+    bindings[k].laneStatus = launch->statuses + firstStatus[k];
+    cuda::DevicePlanShape shape;
+    LOOM_TRY(cuda::encodeDevicePlan(*bp.plan, bindings[k], std::span(blob + layout.offsets[k], planBytes[k]), &shape)
+                 .withContext(describePlan(bp)));
+    launch->entries.push_back({bp.plan, firstStatus[k], describePlan(bp)});
+  }
+  char* onDevice = nullptr;
+  LOOM_TRY(temps.allocate(layout.total, &onDevice));
+
+  // Nothing is enqueued before this point but allocations: a refusal above leaves the user's memory as it was.
+  for (const StagedSend& s : stagedSends)
+    LOOM_CUDA_TRY(cudaMemcpyAsync(s.to, s.from, s.bytes, cudaMemcpyDeviceToDevice, stream));
+  LOOM_CUDA_TRY(cudaMemcpyAsync(onDevice, blob, layout.total, cudaMemcpyHostToDevice, stream));
+  LOOM_TRY(cuda::cudaStatus(cuda::launchDevicePlanSequence(onDevice, blocks, plans[first].dtype, stream),
+                            "launching the plan kernel"));
+  LOOM_TRY(launch->done.record(stream));
+  ++st.launched;
+  std::lock_guard<std::mutex> lock(st.mutex);
+  st.launches.push_back(std::move(launch));
+  return Status::Ok();
+}
+
+// One communicator's share of a group on the device: collectives in call order, then one plan for all
+// its point-to-point operations (as the host path orders them), launched in runs of one dtype.
+Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops) {
+  DevicePlans& st = stateOf(comm);
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    reapLocked(comm, st);
+  }
+  LOOM_TRY(checkCommUsable(comm));
+  const int device = st.fifos->device();
+  std::vector<BoundPlan> plans;
+  std::vector<Operation> p2p;
+  for (const Operation* op : ops) {
+    if (deviceOfBuffers(*op) != device)
+      return errorStatus(loomInvalidUsage,
+                         "{} on {}: its buffers are on another GPU than the one this communicator runs on ({})",
+                         operationName(*op), comm->describe(), device);
+    if (op->coll == Collective::SendRecv) {
+      p2p.push_back(*op);
+      continue;
+    }
+    BoundPlan bp;
+    LOOM_TRY(planCollective(comm, *op, &bp, false));
+    plans.push_back(std::move(bp));
+  }
+  if (!p2p.empty()) {
+    BoundPlan bp;
+    LOOM_TRY(planPointToPoint(comm, p2p, &bp));
+    if (!bp.plan->lanes.empty()) plans.push_back(std::move(bp));
+  }
+  if (plans.empty()) return Status::Ok();
+
+  cuda::DeviceScope scope(device);
+  LOOM_CUDA_TRY(scope.error());
+  const cudaStream_t stream = asCuda(ops.front()->stream);
+  std::vector<cudaStream_t> others;
+  for (const Operation* op : ops)
+    if (asCuda(op->stream) != stream && std::find(others.begin(), others.end(), asCuda(op->stream)) == others.end())
+      others.push_back(asCuda(op->stream));
+  // After this communicator's previous launch and after everything already on the group's streams.
+  LOOM_TRY(st.lastLaunch.orderBefore(stream));
+  for (cudaStream_t other : others) {
+    cuda::EventHandle joined;
+    LOOM_TRY(joined.record(other));
+    LOOM_TRY(joined.orderBefore(stream));
+  }
+  Status launched;
+  for (size_t first = 0; first < plans.size() && launched.ok();) {
+    size_t end = first;
+    while (end < plans.size() && plans[end].dtype == plans[first].dtype) ++end;
+    launched = launchRun(comm, plans, first, end, stream);
+    first = end;
+  }
+  // Whatever was enqueued, later work on these streams and later launches wait for it.
+  Status ordered = st.lastLaunch.record(stream);
+  for (cudaStream_t other : others)
+    if (ordered.ok()) ordered = st.lastLaunch.orderBefore(other);
+  if (launched.ok()) launched = ordered;
+  if (!launched.ok()) failComm(comm, launched);  // the peers' lanes wait for this rank: stop ours, fail the call
+  return launched;
+}
+
+}  // namespace
+
+std::unique_ptr<DevicePlanState> makeDevicePlanState() { return std::make_unique<DevicePlans>(); }
+
+Status runWithDevicePlans(const std::vector<Operation>& ops, HostRunner next) {
+  if (!cuda::cudaUsable()) return next(ops);
+  std::vector<int> device(ops.size(), -1);
+  bool any = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!ops[i].comm->devicePlans || !runsOnDevice(ops[i])) continue;
+    device[i] = deviceOfBuffers(ops[i]);
+    any = any || device[i] >= 0;
+  }
+  if (!any) return next(ops);
+  // A communicator's point-to-point operations are one plan: all on the device, or none.
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].coll == Collective::SendRecv && device[i] < 0)
+      for (size_t j = 0; j < ops.size(); ++j)
+        if (ops[j].comm == ops[i].comm && ops[j].coll == Collective::SendRecv) device[j] = -1;
+
+  std::vector<loomComm*> comms;
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (device[i] >= 0 && std::find(comms.begin(), comms.end(), ops[i].comm) == comms.end()) comms.push_back(ops[i].comm);
+  std::vector<Operation> rest;
+  {
+    std::vector<std::unique_lock<std::mutex>> locks;
+    for (loomComm* comm : comms) locks.emplace_back(comm->busy);
+    std::vector<std::pair<loomComm*, int>> pending;
+    for (loomComm* comm : comms) {
+      LOOM_TRY(checkCommUsable(comm));
+      if (stateOf(comm).setup == DevicePlans::Setup::NotYet) {
+        size_t i = 0;
+        while (ops[i].comm != comm || device[i] < 0) ++i;  // its first operation on the device
+        pending.emplace_back(comm, device[i]);
+      }
+    }
+    if (!pending.empty()) LOOM_TRY(setUpAll(pending));
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (device[i] < 0 || stateOf(ops[i].comm).setup != DevicePlans::Setup::Ready) rest.push_back(ops[i]);
+    for (loomComm* comm : comms) {
+      if (stateOf(comm).setup != DevicePlans::Setup::Ready) continue;
+      std::vector<const Operation*> mine;
+      for (size_t i = 0; i < ops.size(); ++i)
+        if (ops[i].comm == comm && device[i] >= 0) mine.push_back(&ops[i]);
+      LOOM_TRY(launchForComm(comm, mine));
+    }
+  }
+  return rest.empty() ? Status::Ok() : next(rest);
+}
+
+void pollDeviceLaunches(loomComm* comm) {
+  if (!comm->devicePlans) return;
+  DevicePlans& st = stateOf(comm);
+  std::lock_guard<std::mutex> lock(st.mutex);
+  reapLocked(comm, st);
+}
+
+}  // namespace loom

@@ -1,0 +1,91 @@
+// The p2p transport (DESIGN.md): FIFOs in GPU memory that the ranks of one host reach directly, for
+// the plan kernel (kernels/cuda/plan_kernel.cu). Every rank allocates one block of device memory
+// holding the FIFOs its peers send into, exports it with CUDA IPC and maps every peer's block:
+// same process (ranks as threads) by address, other processes with cudaIpcOpenMemHandle, over NVLink
+// or PCIe peer access, or on the same GPU. Several ranks may share one GPU.
+//
+// A FIFO from rank s to rank r on channel c lives entirely in r's block: its slots, the message sizes,
+// `tail` (written by s) and `head` (written by r, polled by s across the link). Keeping `head` with
+// the receiver costs the sender a remote poll, but it means a peer only ever touches a rank's block
+// while that rank's kernel still has to consume something from it, so a rank may free its block once
+// its own kernels are done (kernels/cuda/device_plan_layout.h keeps the counters' protocol).
+//
+// Built with the CUDA feature only; no CUDA header is needed to include this file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/exchange.h"
+#include "base/status.h"
+#include "kernels/cuda/device_plan_layout.h"
+#include "transport/transport_set.h"
+
+namespace loom {
+
+// When every rank's kernels may talk directly (LOOM_DEVICE_PLANS; the ranks combine their settings:
+// any Off wins, all Forced forces, else Auto).
+enum class P2pPolicy : int32_t {
+  Off = 0,     // device buffers are always staged through host memory
+  Forced = 1,  // also for ranks sharing one GPU (NCCL refuses them; see pairRefusal in p2p_fifos.cc)
+  Auto = 2,    // when every pair of ranks is on different GPUs of one host with peer access
+};
+P2pPolicy p2pPolicyFromEnvironment();
+
+struct P2pOffer;  // what each rank tells the others at setup (p2p_fifos.cc)
+
+struct P2pFifoOptions {
+  uint32_t nchannels = 1;
+  uint32_t nslots = 4;
+  size_t slotBytes = 128 << 10;
+  P2pPolicy policy = P2pPolicy::Auto;
+};
+
+class P2pFifos {
+ public:
+  ~P2pFifos();
+  P2pFifos(const P2pFifos&) = delete;
+  P2pFifos& operator=(const P2pFifos&) = delete;
+
+  // Collective over `exchange` (every rank calls it, with the GPU its buffers are on). When some pair
+  // of ranks cannot reach each other's device memory, or a rank's setup failed, *out stays null and
+  // *why says why, on every rank alike; an error is returned only when the exchange itself failed.
+  static Status create(PeerExchange& exchange, const std::vector<PeerLocation>& peers, int device,
+                       const P2pFifoOptions& options, std::unique_ptr<P2pFifos>* out, std::string* why);
+
+  // This rank's FIFO tables as the plan encoder wants them: [peer * nchannels + channel], the ones it
+  // fills (in the peers' blocks) and the ones it drains (in its own); empty for itself.
+  std::span<const cuda::DeviceFifo> sends() const { return sends_; }
+  std::span<const cuda::DeviceFifo> recvs() const { return recvs_; }
+  uint32_t nchannels() const { return options_.nchannels; }
+  size_t slotBytes() const { return options_.slotBytes; }
+  int device() const { return device_; }
+  // After a failure peers may still write into this rank's block: it is then kept (not freed) until
+  // the process ends, so that a late write cannot land in memory the application got back.
+  void keepBlockAfterFailure() { keepBlock_ = true; }
+
+ private:
+  P2pFifos() = default;
+  size_t regionBytes() const;
+  size_t regionOffset(int owner, int sender, uint32_t channel) const;
+  cuda::DeviceFifo fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel) const;
+  Status allocate();
+  Status mapPeers(const std::vector<P2pOffer>& offers, std::string* why);
+
+  int rank_ = 0;
+  int nranks_ = 1;
+  int device_ = -1;
+  P2pFifoOptions options_;
+  char* own_ = nullptr;
+  size_t ownBytes_ = 0;
+  std::vector<char*> blocks_;      // by rank: where this rank sees each rank's block
+  std::vector<bool> ipcOpened_;    // by rank: mapped with cudaIpcOpenMemHandle (closed when done)
+  std::vector<cuda::DeviceFifo> sends_, recvs_;
+  bool keepBlock_ = false;
+};
+
+}  // namespace loom
