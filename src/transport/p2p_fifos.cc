@@ -35,37 +35,7 @@ void setWhy(P2pOffer* offer, const std::string& text) {
   std::snprintf(offer->why, sizeof offer->why, "%s", text.c_str());
 }
 
-P2pPolicy combinedPolicy(const std::vector<P2pOffer>& offers) {
-  bool allForced = true;
-  for (const P2pOffer& o : offers) {
-    if (o.policy == static_cast<int32_t>(P2pPolicy::Off)) return P2pPolicy::Off;
-    allForced = allForced && o.policy == static_cast<int32_t>(P2pPolicy::Forced);
-  }
-  return allForced ? P2pPolicy::Forced : P2pPolicy::Auto;
-}
-
-// Why two ranks' kernels should not talk directly under `policy`, or "" when they may. Every rank
-// evaluates this on the same offers, so every rank comes to the same answer.
-std::string pairRefusal(const P2pOffer& a, int ra, const P2pOffer& b, int rb, P2pPolicy policy) {
-  if (a.hostHash != b.hostHash) return fmt::format("ranks {} and {} are on different hosts", ra, rb);
-  const bool sameGpu = std::strncmp(a.busId, b.busId, sizeof a.busId) == 0;
-  if (sameGpu && policy != P2pPolicy::Forced)
-    return fmt::format(
-        "ranks {} and {} share GPU {} (LOOM_DEVICE_PLANS=1 on every rank runs them as plan kernels anyway: "
-        "processes then need MPS, or their kernels time-slice; threads must not synchronize the device, "
-        "e.g. with cudaFree or the legacy stream, while a peer's operation is pending)",
-        ra, rb, a.busId);
-  return "";
-}
-
 }  // namespace
-
-P2pPolicy p2pPolicyFromEnvironment() {
-  const std::string v = envString("LOOM_DEVICE_PLANS", "auto");
-  if (v == "0" || v == "off") return P2pPolicy::Off;
-  if (v == "1" || v == "on") return P2pPolicy::Forced;
-  return P2pPolicy::Auto;
-}
 
 P2pFifos::~P2pFifos() {
   if (device_ < 0) return;
@@ -195,11 +165,18 @@ Status P2pFifos::create(PeerExchange& exchange, const std::vector<PeerLocation>&
 
   std::vector<P2pOffer> offers(f->nranks_);
   LOOM_TRY(exchange.allGather(&mine, offers.data(), sizeof mine).withContext("p2p transport setup"));
-  const P2pPolicy policy = combinedPolicy(offers);
+  std::vector<P2pPolicy> policies;
+  std::vector<P2pEndpoint> endpoints;
+  for (const P2pOffer& o : offers) {
+    policies.push_back(static_cast<P2pPolicy>(o.policy));
+    endpoints.push_back(P2pEndpoint{o.hostHash, std::string(o.busId, strnlen(o.busId, sizeof o.busId))});
+  }
+  const P2pPolicy policy = combineP2pPolicies(policies);
   for (int r = 0; r < f->nranks_ && why->empty(); ++r)
     if (!offers[r].ok) *why = offers[r].why;
   for (int a = 0; a < f->nranks_ && why->empty(); ++a)
-    for (int b = a + 1; b < f->nranks_ && why->empty(); ++b) *why = pairRefusal(offers[a], a, offers[b], b, policy);
+    for (int b = a + 1; b < f->nranks_ && why->empty(); ++b)
+      *why = p2pPairRefusal(endpoints[a], a, endpoints[b], b, policy);
   if (!why->empty()) return Status::Ok();  // every rank saw the same offers and stops here
 
   // Second round: whether every rank could map every peer's block.

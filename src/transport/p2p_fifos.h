@@ -23,18 +23,10 @@
 #include "base/exchange.h"
 #include "base/status.h"
 #include "kernels/cuda/device_plan_layout.h"
+#include "transport/p2p_policy.h"
 #include "transport/transport_set.h"
 
 namespace loom {
-
-// When every rank's kernels may talk directly (LOOM_DEVICE_PLANS; the ranks combine their settings:
-// any Off wins, all Forced forces, else Auto).
-enum class P2pPolicy : int32_t {
-  Off = 0,     // device buffers are always staged through host memory
-  Forced = 1,  // also for ranks sharing one GPU (NCCL refuses them; see pairRefusal in p2p_fifos.cc)
-  Auto = 2,    // when every pair of ranks is on different GPUs of one host with peer access
-};
-P2pPolicy p2pPolicyFromEnvironment();
 
 struct P2pOffer;  // what each rank tells the others at setup (p2p_fifos.cc)
 
