@@ -31,6 +31,16 @@ def expect_equal(got, want, what):
                              f"want {want.tolist()} ({want.dtype}, {tuple(want.shape)})")
 
 
+def expect_runtime_error(fn, text):
+    """Calls fn, which must raise a RuntimeError whose message contains text."""
+    try:
+        fn()
+    except RuntimeError as e:
+        assert text in str(e), f"message {str(e)!r} lacks {text!r}"
+        return
+    raise AssertionError("no RuntimeError")
+
+
 class Failures:
     """Collects failures per case, raises them together at the end of a check."""
 

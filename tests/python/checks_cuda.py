@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import _coalescing_manager
 
-from checklib import CUDA_CHECKS, Failures, check, expect_equal, per_dtype, t
+from checklib import CUDA_CHECKS, Failures, check, expect_equal, expect_runtime_error, per_dtype, t
 
 DEV = torch.device("cuda", 0)
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int8, torch.uint8, torch.int32,
@@ -234,14 +234,6 @@ def cuda_work_and_future(n, r):
 @check("cuda_argument_errors", CUDA_CHECKS)
 def cuda_argument_errors(n, r):
     f = Failures()
-
-    def expect_runtime_error(fn, text):
-        try:
-            fn()
-        except RuntimeError as e:
-            assert text in str(e), f"message {str(e)!r} lacks {text!r}"
-            return
-        raise AssertionError("no RuntimeError")
 
     def cpu_output_cuda_input():
         dist.all_gather_into_tensor(torch.zeros(2 * n), gpu(torch.ones(2)))

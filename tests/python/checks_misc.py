@@ -3,7 +3,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import _coalescing_manager, _get_default_group
 
-from checklib import Failures, check, expect_equal
+from checklib import Failures, check, expect_equal, expect_runtime_error
 
 CPU = torch.device("cpu")
 
@@ -171,14 +171,6 @@ def subgroups(n, r):
 def errors(n, r):
     pg = _get_default_group()
     f = Failures()
-
-    def expect_runtime_error(fn, text):
-        try:
-            fn()
-        except RuntimeError as e:
-            assert text in str(e), f"message {str(e)!r} lacks {text!r}"
-            return
-        raise AssertionError("no RuntimeError")
 
     def bad_root():
         opts = dist.BroadcastOptions()
