@@ -297,15 +297,18 @@ void writeDevicePlanSequenceHeader(const DevicePlanSequenceLayout& layout, uint3
 Status devicePlanResult(const Plan& plan, std::span<const DeviceLaneStatus> statuses) {
   if (statuses.size() < plan.lanes.size())
     return internalError("device plan: {} lane statuses for {} lanes", statuses.size(), plan.lanes.size());
-  // The cause, not its echo: a failed lane aborts the others, so an abort is reported only when no
-  // lane failed otherwise.
+  // The cause, not its echo: a failed lane aborts the others, and in a sequence the blocks of a plan
+  // that meet an abort before starting it never report. So a lane that failed by itself comes first,
+  // then an abort, and a lane that never reported only when no lane said anything.
+  auto rank = [](DeviceLaneOutcome o) {
+    return o == DeviceLaneOutcome::NotReported ? 1 : o == DeviceLaneOutcome::Aborted ? 2 : 3;
+  };
   const size_t none = plan.lanes.size();
   size_t failed = none;
   for (size_t l = 0; l < plan.lanes.size(); ++l) {
     const auto outcome = static_cast<DeviceLaneOutcome>(statuses[l].outcome);
     if (outcome == DeviceLaneOutcome::Done && statuses[l].step == plan.lanes[l].steps.size()) continue;
-    if (failed == none || outcome != DeviceLaneOutcome::Aborted) failed = l;
-    if (outcome != DeviceLaneOutcome::Aborted) break;
+    if (failed == none || rank(outcome) > rank(static_cast<DeviceLaneOutcome>(statuses[failed].outcome))) failed = l;
   }
   return failed == none ? Status::Ok() : laneFailure(plan, failed, statuses[failed]);
 }

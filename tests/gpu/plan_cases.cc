@@ -52,21 +52,6 @@ std::vector<RankRun> runsOf(const std::vector<loom::Plan>& plans, const std::vec
   return runs;
 }
 
-// Where the emulated run's bytes differ from the reference run's, or "".
-std::string compareRuns(const std::vector<RankMemory>& got, const std::vector<RankMemory>& want) {
-  for (size_t r = 0; r < got.size(); ++r)
-    for (size_t b = 0; b < got[r].blocks.size(); ++b) {
-      const GuardedBlock& g = *got[r].blocks[b];
-      const GuardedBlock& w = *want[r].blocks[b];
-      if (std::memcmp(g.whole(), w.whole(), g.wholeBytes()) == 0) continue;
-      size_t i = 0;
-      while (g.whole()[i] == w.whole()[i]) ++i;
-      return fmt::format("rank {} block {}: byte {} (from the data start: {}) differs from the reference run", r, b, i,
-                         static_cast<int64_t>(i) - static_cast<int64_t>(g.data() - g.whole()));
-    }
-  return "";
-}
-
 std::string checkPattern(const char* got, size_t bytes, uint64_t seed, int fromRank, uint64_t firstByte,
                          const std::string& what) {
   size_t mismatches = 0;
@@ -104,14 +89,6 @@ std::string checkModel(const Case& c, const std::vector<RankMemory>& memory) {
   return "";
 }
 
-// The failure that caused the others: ranks that merely saw the abort word come last.
-std::string firstFailure(const std::vector<loom::Status>& results) {
-  const loom::Status* first = nullptr;
-  for (const loom::Status& st : results)
-    if (!st.ok() && (!first || (first->code() == loomRemoteError && st.code() != loomRemoteError))) first = &st;
-  return first ? first->message() : "";
-}
-
 constexpr loomDataType_t kDtypes[] = {loomFloat32, loomBfloat16, loomInt32, loomFloat16};
 constexpr Op kOps[] = {Op::Sum, Op::Max, Op::Avg, Op::PreMulSum};
 
@@ -128,6 +105,27 @@ std::vector<Algorithm> algorithmsFor(Collective coll) {
 }
 
 }  // namespace
+
+std::string compareRuns(const std::vector<RankMemory>& got, const std::vector<RankMemory>& want) {
+  for (size_t r = 0; r < got.size(); ++r)
+    for (size_t b = 0; b < got[r].blocks.size(); ++b) {
+      const GuardedBlock& g = *got[r].blocks[b];
+      const GuardedBlock& w = *want[r].blocks[b];
+      if (std::memcmp(g.whole(), w.whole(), g.wholeBytes()) == 0) continue;
+      size_t i = 0;
+      while (g.whole()[i] == w.whole()[i]) ++i;
+      return fmt::format("rank {} block {}: byte {} (from the data start: {}) differs from the reference run", r, b, i,
+                         static_cast<int64_t>(i) - static_cast<int64_t>(g.data() - g.whole()));
+    }
+  return "";
+}
+
+std::string firstFailure(const std::vector<loom::Status>& results) {
+  const loom::Status* first = nullptr;
+  for (const loom::Status& st : results)
+    if (!st.ok() && (!first || (first->code() == loomRemoteError && st.code() != loomRemoteError))) first = &st;
+  return first ? first->message() : "";
+}
 
 std::string describe(const Case& c) {
   return fmt::format("{} {} n={} root={} count={} {} {}{} ch={} w={}", loom::collectiveName(c.coll),

@@ -53,6 +53,11 @@ struct RankMemory {
 };
 RankMemory makeRankMemory(const Case& c, const loom::Plan& plan);
 
+// Where an emulated run's bytes differ from the reference run's (every block, guards included), or "".
+std::string compareRuns(const std::vector<RankMemory>& got, const std::vector<RankMemory>& want);
+// The failure that caused the others (ranks that merely saw the abort word come last), or "".
+std::string firstFailure(const std::vector<loom::Status>& results);
+
 // Runs one case (on `mesh` when given, whose counters then carry on from earlier operations); "" or
 // what went wrong.
 std::string runCase(const Case& c, const HostFifoMesh* mesh = nullptr);

@@ -1,5 +1,6 @@
 #include "plan_emulation.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -70,51 +71,137 @@ std::vector<DeviceFifo> HostFifoMesh::recvs(int rank) const {
   return table;
 }
 
+namespace {
+
+// A plan's bindings over the mesh and the lane statuses they point into; it stays where it was made.
+struct BoundPlan {
+  BoundPlan(const RankRun& run, const HostFifoMesh& mesh, loomDataType_t dtype, const loom::ReduceOp& op,
+            const EmulationOptions& options)
+      : plan(*run.plan), sends(mesh.sends(plan.rank)), recvs(mesh.recvs(plan.rank)), status(plan.lanes.size()) {
+    bindings.dtype = dtype;
+    bindings.op = op;
+    bindings.buffers = run.buffers;
+    bindings.nchannels = mesh.nchannels();
+    bindings.sends = sends;
+    bindings.recvs = recvs;
+    bindings.abort = options.abort;
+    bindings.laneStatus = status.data();
+    bindings.timeoutNs = options.timeoutNs;
+  }
+  BoundPlan(const BoundPlan&) = delete;
+  BoundPlan& operator=(const BoundPlan&) = delete;
+
+  size_t bytes() const { return loom::cuda::devicePlanBytes(plan, bindings); }
+  loom::Status encode(std::span<std::byte> out, loom::cuda::DevicePlanShape* shape) const {
+    return loom::cuda::encodeDevicePlan(plan, bindings, out, shape);
+  }
+  loom::Status result() const { return loom::cuda::devicePlanResult(plan, status); }
+
+  const loom::Plan& plan;
+  std::vector<DeviceFifo> sends, recvs;
+  std::vector<DeviceLaneStatus> status;
+  loom::cuda::DevicePlanBindings bindings;
+};
+
+// Encoded bytes, aligned as a GPU allocation would be at least (DevicePlanSequence is 128-aligned).
+class EncodedBytes {
+ public:
+  explicit EncodedBytes(size_t bytes) : lines_((bytes + sizeof(Line) - 1) / sizeof(Line)) {}
+  std::span<std::byte> bytes() { return std::as_writable_bytes(std::span(lines_)); }
+  const void* data() const { return lines_.data(); }
+
+ private:
+  struct alignas(128) Line {
+    std::byte bytes[128];
+  };
+  std::vector<Line> lines_;
+};
+
+// Runs `blocks` blocks of workersPerLane threads each, every thread calling run(block, lane, worker),
+// and returns once all have.
+class HostLaunches {
+ public:
+  explicit HostLaunches(uint32_t workersPerLane) : workers_(workersPerLane) {}
+  ~HostLaunches() {
+    for (std::thread& t : threads_) t.join();
+  }
+  template <class Run>
+  void launch(uint32_t blocks, Run run) {
+    for (uint32_t b = 0; b < blocks; ++b) {
+      lanes_.push_back(std::make_unique<loom::cuda::HostLane>(workers_));
+      loom::cuda::HostLane* lane = lanes_.back().get();
+      for (uint32_t w = 0; w < workers_; ++w) threads_.emplace_back([=] { run(b, lane, w); });
+    }
+  }
+
+ private:
+  uint32_t workers_;
+  std::vector<std::unique_ptr<loom::cuda::HostLane>> lanes_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
 std::vector<loom::Status> runEmulated(const std::vector<RankRun>& ranks, const HostFifoMesh& mesh, loomDataType_t dtype,
                                       const loom::ReduceOp& op, const EmulationOptions& options) {
-  struct Encoded {
-    std::vector<std::max_align_t> bytes;
-    std::vector<DeviceLaneStatus> status;
-    loom::cuda::DevicePlanShape shape;
-  };
-  std::vector<Encoded> encoded(ranks.size());
+  std::vector<std::unique_ptr<BoundPlan>> bound;
+  std::vector<EncodedBytes> encoded;
+  std::vector<loom::cuda::DevicePlanShape> shapes(ranks.size());
   std::vector<loom::Status> results(ranks.size());
   bool encodedAll = true;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    const loom::Plan& plan = *ranks[r].plan;
-    const std::vector<DeviceFifo> sends = mesh.sends(plan.rank), recvs = mesh.recvs(plan.rank);
-    Encoded& e = encoded[r];
-    e.status.assign(plan.lanes.size(), DeviceLaneStatus{});
-    loom::cuda::DevicePlanBindings b;
-    b.dtype = dtype;
-    b.op = op;
-    b.buffers = ranks[r].buffers;
-    b.nchannels = mesh.nchannels();
-    b.sends = sends;
-    b.recvs = recvs;
-    b.abort = options.abort;
-    b.laneStatus = e.status.data();
-    b.timeoutNs = options.timeoutNs;
-    const size_t bytes = loom::cuda::devicePlanBytes(plan, b);
-    e.bytes.resize((bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t));
-    results[r] = loom::cuda::encodeDevicePlan(plan, b, std::as_writable_bytes(std::span(e.bytes)), &e.shape);
+    bound.push_back(std::make_unique<BoundPlan>(ranks[r], mesh, dtype, op, options));
+    encoded.emplace_back(bound[r]->bytes());
+    results[r] = bound[r]->encode(encoded[r].bytes(), &shapes[r]);
     encodedAll = encodedAll && results[r].ok();
   }
   if (!encodedAll) return results;
+  {
+    HostLaunches launches(options.workersPerLane);
+    for (size_t r = 0; r < ranks.size(); ++r)
+      launches.launch(shapes[r].lanes, [plan = encoded[r].data()](uint32_t l, loom::cuda::HostLane* lane, uint32_t w) {
+        loom::cuda::runLaneOnHost(plan, l, lane, w);
+      });
+  }
+  for (size_t r = 0; r < ranks.size(); ++r) results[r] = bound[r]->result();
+  return results;
+}
 
-  std::vector<std::unique_ptr<loom::cuda::HostLane>> lanes;
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < ranks.size(); ++r)
-    for (uint32_t l = 0; l < encoded[r].shape.lanes; ++l) {
-      lanes.push_back(std::make_unique<loom::cuda::HostLane>(options.workersPerLane));
-      loom::cuda::HostLane* lane = lanes.back().get();
-      const void* plan = encoded[r].bytes.data();
-      for (uint32_t w = 0; w < options.workersPerLane; ++w)
-        threads.emplace_back([=] { loom::cuda::runLaneOnHost(plan, l, lane, w); });
+std::vector<std::vector<SequencedResult>> runSequenceEmulated(const std::vector<std::vector<SequencedRun>>& ranks,
+                                                              const HostFifoMesh& mesh, loomDataType_t dtype,
+                                                              const EmulationOptions& options) {
+  std::vector<std::vector<std::unique_ptr<BoundPlan>>> bound(ranks.size());
+  std::vector<EncodedBytes> sequences;
+  std::vector<uint32_t> blocks(ranks.size(), 0);
+  std::vector<std::vector<SequencedResult>> results(ranks.size());
+  bool encodedAll = true;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    std::vector<size_t> planBytes;
+    for (const SequencedRun& s : ranks[r]) {
+      bound[r].push_back(std::make_unique<BoundPlan>(s.run, mesh, dtype, s.op, options));
+      planBytes.push_back(bound[r].back()->bytes());
+      blocks[r] = std::max(blocks[r], static_cast<uint32_t>(s.run.plan->lanes.size()));
     }
-  for (std::thread& t : threads) t.join();
+    const loom::cuda::DevicePlanSequenceLayout layout = loom::cuda::layoutDevicePlanSequence(planBytes);
+    sequences.emplace_back(layout.total);
+    const std::span<std::byte> out = sequences[r].bytes();
+    loom::cuda::writeDevicePlanSequenceHeader(layout, blocks[r], out);
+    for (size_t k = 0; k < bound[r].size(); ++k) {
+      loom::cuda::DevicePlanShape shape;
+      results[r].push_back({bound[r][k]->encode(out.subspan(layout.offsets[k], planBytes[k]), &shape), {}});
+      encodedAll = encodedAll && results[r].back().status.ok();
+    }
+  }
+  if (!encodedAll) return results;
+  {
+    HostLaunches launches(options.workersPerLane);  // every block of every rank at once, as plan_launch.h requires
+    for (size_t r = 0; r < ranks.size(); ++r)
+      launches.launch(blocks[r], [seq = sequences[r].data()](uint32_t b, loom::cuda::HostLane* lane, uint32_t w) {
+        loom::cuda::runSequenceOnHost(seq, b, lane, w);
+      });
+  }
   for (size_t r = 0; r < ranks.size(); ++r)
-    results[r] = loom::cuda::devicePlanResult(*ranks[r].plan, encoded[r].status);
+    for (size_t k = 0; k < bound[r].size(); ++k) results[r][k] = {bound[r][k]->result(), bound[r][k]->status};
   return results;
 }
 

@@ -1,6 +1,7 @@
 // Runs plans the way the CUDA plan kernel will, without a GPU: every rank's plan is encoded
 // (kernels/cuda/device_plan.h) over FIFOs in host memory, and every lane of every rank runs
-// plan_interpreter.cuh's code on its own host thread(s). Also a reference run of the same plans with
+// plan_interpreter.cuh's code on its own host thread(s); or several plans of every rank in one launch,
+// as a plan sequence. Also a reference run of the same plans with
 // core/executor.cc's step semantics over the CPU kernels, to compare with bit for bit.
 #pragma once
 
@@ -78,6 +79,27 @@ struct EmulationOptions {
 // thread(s); returns each rank's result (its encoding error, or devicePlanResult).
 std::vector<loom::Status> runEmulated(const std::vector<RankRun>& ranks, const HostFifoMesh& mesh, loomDataType_t dtype,
                                       const loom::ReduceOp& op, const EmulationOptions& options = {});
+
+// One operation of a rank's plan sequence: its plan and memory, and the operator it reduces with.
+struct SequencedRun {
+  RankRun run;
+  loom::ReduceOp op;
+};
+
+// What one plan of a sequence reported: devicePlanResult of its lane statuses (or its encoding error,
+// and then nothing ran), and the statuses themselves.
+struct SequencedResult {
+  loom::Status status;
+  std::vector<loom::cuda::DeviceLaneStatus> lanes;
+};
+
+// The way the library launches a group's operations (kernels/cuda/plan_launch.h): every rank's plans,
+// in order and all of `dtype`, are encoded into one plan sequence (core/device_plan.h) over `mesh`,
+// and every rank's launch runs at once, as many blocks as its plans have lanes at most, each on
+// options.workersPerLane threads. Returns what each plan of each rank reported, [rank][plan].
+std::vector<std::vector<SequencedResult>> runSequenceEmulated(const std::vector<std::vector<SequencedRun>>& ranks,
+                                                              const HostFifoMesh& mesh, loomDataType_t dtype,
+                                                              const EmulationOptions& options = {});
 
 // Runs the same plans one step at a time with core/executor.cc's semantics over the CPU kernels
 // (kernels/cpu/reduce.h) and unbounded queues; an error when the plans cannot finish.
