@@ -38,9 +38,6 @@ inline uint64_t pieceCount(uint64_t elems, uint64_t chunk) { return ceilDiv(elem
 
 inline int wrap(int64_t value, int n) { return static_cast<int>(((value % n) + n) % n); }
 
-bool isReduction(Collective coll);
-bool isRooted(Collective coll);
-
 // Checks everything a collective builder relies on: ranks, root, chunk, channels, rings, overflow.
 Status validateRequest(const PlanRequest& req);
 

@@ -7,6 +7,15 @@
 
 namespace loom {
 
+bool isReduction(Collective coll) {
+  return coll == Collective::AllReduce || coll == Collective::Reduce || coll == Collective::ReduceScatter;
+}
+
+bool isRooted(Collective coll) {
+  return coll == Collective::Broadcast || coll == Collective::Reduce || coll == Collective::Gather ||
+         coll == Collective::Scatter;
+}
+
 const char* collectiveName(Collective coll) {
   switch (coll) {
     case Collective::AllReduce: return "AllReduce";
@@ -103,15 +112,6 @@ bool parseAlgorithmName(std::string_view name, Algorithm* algo) {
 }
 
 namespace detail {
-
-bool isReduction(Collective coll) {
-  return coll == Collective::AllReduce || coll == Collective::Reduce || coll == Collective::ReduceScatter;
-}
-
-bool isRooted(Collective coll) {
-  return coll == Collective::Broadcast || coll == Collective::Reduce || coll == Collective::Gather ||
-         coll == Collective::Scatter;
-}
 
 Status validateRequest(const PlanRequest& req) {
   const char* name = collectiveName(req.coll);

@@ -29,6 +29,10 @@ enum class Collective : uint8_t {
   SendRecv,  // a group's point-to-point operations
 };
 const char* collectiveName(Collective coll);
+// AllReduce, Reduce and ReduceScatter combine the ranks' data with an operator.
+bool isReduction(Collective coll);
+// Broadcast, Reduce, Gather and Scatter name a root rank.
+bool isRooted(Collective coll);
 
 // Buffer table indices. Collectives use kSendBuffer/kRecvBuffer (the user's) and kScratchBuffer (a
 // temporary of Plan::scratchElems elements the executor allocates). Point-to-point plans use

@@ -14,10 +14,6 @@ using verify::BufferSpec;
 using verify::RankMemory;
 using verify::Value;
 
-bool reduction(Collective coll) {
-  return coll == Collective::AllReduce || coll == Collective::Reduce || coll == Collective::ReduceScatter;
-}
-
 const char* layoutName(bool inPlace) { return inPlace ? "in-place" : "out-of-place"; }
 
 // Rank r's memory for req: send and recv buffers where the layout puts them, then the plan's scratch.
@@ -102,7 +98,7 @@ Status verifyPlansInLayout(const PlanRequest& req, const std::vector<Plan>& plan
   verify::MachineConfig config;
   config.nranks = n;
   config.coll = req.coll;
-  config.reduction = reduction(req.coll);
+  config.reduction = isReduction(req.coll);
   config.messageLimit = req.chunkElems;
   config.maxChannels = static_cast<uint32_t>(std::max(req.nchannels, 1));
   config.layout = layoutName(inPlace);

@@ -35,11 +35,9 @@ cudaStream_t asCuda(loomStream_t s) { return reinterpret_cast<cudaStream_t>(s); 
 // pinned block (the kernel writes the statuses there), kept until then.
 struct Launch {
   struct Entry {
-    std::shared_ptr<const Plan> plan;
+    BoundPlan bound;  // the plan, and what the operation was (described only for a failure)
     size_t firstStatus = 0;
-    std::string what;  // the operation, for messages
   };
-  int device = -1;
   cuda::PinnedBlock blob;
   DeviceLaneStatus* statuses = nullptr;
   std::vector<Entry> entries;
@@ -52,9 +50,9 @@ class DevicePlans final : public DevicePlanState {
 
   ~DevicePlans() override {
     if (failed_.load()) raiseAbort();
-    for (auto& launch : launches) {
-      cuda::DeviceScope scope(launch->device);
-      launch->done.wait();
+    if (fifos) {  // launches run on the transport's GPU
+      cuda::DeviceScope scope(fifos->device());
+      for (auto& launch : launches) launch->done.wait();
     }
     if (fifos && failed_.load()) fifos->keepBlockAfterFailure();
     if (abortFlag.host) flags.release(abortFlag);
@@ -71,12 +69,10 @@ class DevicePlans final : public DevicePlanState {
 
   // Set up and read under the communicator's `busy` lock.
   Setup setup = Setup::NotYet;
-  std::string unavailable;
   std::unique_ptr<P2pFifos> fifos;
   cuda::HostFlags flags;
   cuda::HostFlags::Flag abortFlag;
   cuda::EventHandle lastLaunch;  // launches share the FIFOs: each follows the one before
-  uint64_t launched = 0;
 
   std::mutex mutex;  // guards `launches`: loomCommGetAsyncError looks at them from any thread
   std::deque<std::unique_ptr<Launch>> launches;
@@ -94,11 +90,12 @@ void failComm(loomComm* comm, const Status& error) {
   comm->lastError = error.message();
 }
 
-// Reports and forgets finished launches, oldest first; with `wait`, waits for every one.
+// Reports and forgets finished launches, oldest first.
 void reapLocked(loomComm* comm, DevicePlans& st) {
+  if (st.launches.empty()) return;
+  cuda::DeviceScope scope(st.fifos->device());  // launches run on the transport's GPU
   while (!st.launches.empty()) {
     Launch& l = *st.launches.front();
-    cuda::DeviceScope scope(l.device);
     bool done = false;
     Status query = l.done.query(&done);
     if (!query.ok()) {
@@ -107,9 +104,10 @@ void reapLocked(loomComm* comm, DevicePlans& st) {
     }
     if (!done) return;
     for (const Launch::Entry& e : l.entries) {
-      Status result = cuda::devicePlanResult(*e.plan, std::span(l.statuses + e.firstStatus, e.plan->lanes.size()));
+      const Plan& plan = *e.bound.plan;
+      Status result = cuda::devicePlanResult(plan, std::span(l.statuses + e.firstStatus, plan.lanes.size()));
       if (!result.ok()) {
-        failComm(comm, result.withContext(e.what));
+        failComm(comm, result.withContext(describePlan(e.bound)));
         break;
       }
     }
@@ -133,10 +131,8 @@ int deviceOfBuffers(const Operation& op) {
 }
 
 bool runsOnDevice(const Operation& op) {
-  const bool reduces = op.coll == Collective::AllReduce || op.coll == Collective::Reduce ||
-                       op.coll == Collective::ReduceScatter;
   // PreMulSum scales each rank's input by its own scalar first: staging does that on the host.
-  if (reduces && op.op >= loomNumOps) return false;
+  if (isReduction(op.coll) && op.op >= loomNumOps) return false;
   return op.count > 0;
 }
 
@@ -166,7 +162,6 @@ Status setUp(loomComm* comm, int device) {
                .withContext(comm->describe() + ": device plans"));
   if (!st.fifos) {
     st.setup = DevicePlans::Setup::Unavailable;
-    st.unavailable = why;
     LOOM_INFO(Init, "{}: device buffers are staged through host memory: {}", comm->describe(), why);
     return Status::Ok();
   }
@@ -215,8 +210,8 @@ class StreamTemporaries {
 Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, size_t end, cudaStream_t stream) {
   DevicePlans& st = stateOf(comm);
   const P2pFifos& fifos = *st.fifos;
+  const loomDataType_t dtype = plans[first].dtype;  // the plans move into the launch below
   auto launch = std::make_unique<Launch>();
-  launch->device = fifos.device();
   StreamTemporaries temps(stream);
   struct StagedSend {
     char* to;
@@ -268,9 +263,10 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
     BoundPlan& bp = plans[first + k];
     bindings[k].laneStatus = launch->statuses + firstStatus[k];
     cuda::DevicePlanShape shape;
-    LOOM_TRY(cuda::encodeDevicePlan(*bp.plan, bindings[k], std::span(blob + layout.offsets[k], planBytes[k]), &shape)
-                 .withContext(describePlan(bp)));
-    launch->entries.push_back({bp.plan, firstStatus[k], describePlan(bp)});
+    Status encoded =
+        cuda::encodeDevicePlan(*bp.plan, bindings[k], std::span(blob + layout.offsets[k], planBytes[k]), &shape);
+    if (!encoded.ok()) return encoded.withContext(describePlan(bp));
+    launch->entries.push_back({std::move(bp), firstStatus[k]});  // bindings[k] holds its own buffer table
   }
   char* onDevice = nullptr;
   LOOM_TRY(temps.allocate(layout.total, &onDevice));
@@ -279,10 +275,9 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
   for (const StagedSend& s : stagedSends)
     LOOM_CUDA_TRY(cudaMemcpyAsync(s.to, s.from, s.bytes, cudaMemcpyDeviceToDevice, stream));
   LOOM_CUDA_TRY(cudaMemcpyAsync(onDevice, blob, layout.total, cudaMemcpyHostToDevice, stream));
-  LOOM_TRY(cuda::cudaStatus(cuda::launchDevicePlanSequence(onDevice, blocks, plans[first].dtype, stream),
+  LOOM_TRY(cuda::cudaStatus(cuda::launchDevicePlanSequence(onDevice, blocks, dtype, stream),
                             "launching the plan kernel"));
   LOOM_TRY(launch->done.record(stream));
-  ++st.launched;
   std::lock_guard<std::mutex> lock(st.mutex);
   st.launches.push_back(std::move(launch));
   return Status::Ok();
@@ -290,7 +285,8 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
 
 // One communicator's share of a group on the device: collectives in call order, then one plan for all
 // its point-to-point operations (as the host path orders them), launched in runs of one dtype.
-Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops) {
+// `devices[i]`: the GPU of ops[i]'s buffers (deviceOfBuffers, asked once per call).
+Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops, const std::vector<int>& devices) {
   DevicePlans& st = stateOf(comm);
   {
     std::lock_guard<std::mutex> lock(st.mutex);
@@ -300,8 +296,9 @@ Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops) {
   const int device = st.fifos->device();
   std::vector<BoundPlan> plans;
   std::vector<Operation> p2p;
-  for (const Operation* op : ops) {
-    if (deviceOfBuffers(*op) != device)
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Operation* op = ops[i];
+    if (devices[i] != device)
       return errorStatus(loomInvalidUsage,
                          "{} on {}: its buffers are on another GPU than the one this communicator runs on ({})",
                          operationName(*op), comm->describe(), device);
@@ -392,9 +389,13 @@ Status runWithDevicePlans(const std::vector<Operation>& ops, HostRunner next) {
     for (loomComm* comm : comms) {
       if (stateOf(comm).setup != DevicePlans::Setup::Ready) continue;
       std::vector<const Operation*> mine;
+      std::vector<int> devices;
       for (size_t i = 0; i < ops.size(); ++i)
-        if (ops[i].comm == comm && device[i] >= 0) mine.push_back(&ops[i]);
-      LOOM_TRY(launchForComm(comm, mine));
+        if (ops[i].comm == comm && device[i] >= 0) {
+          mine.push_back(&ops[i]);
+          devices.push_back(device[i]);
+        }
+      LOOM_TRY(launchForComm(comm, mine, devices));
     }
   }
   return rest.empty() ? Status::Ok() : next(rest);

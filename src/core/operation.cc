@@ -14,14 +14,6 @@ const char* operationName(const Operation& op) {
 
 namespace {
 
-bool isRooted(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
-}
-
-bool isReduction(Collective c) {
-  return c == Collective::AllReduce || c == Collective::Reduce || c == Collective::ReduceScatter;
-}
-
 // Elements of (send, recv) buffers relative to count, on this rank; 0 = buffer unused here.
 void bufferMultipliers(const Operation& op, size_t* sendMul, size_t* recvMul) {
   const size_t n = static_cast<size_t>(op.comm->nranks);

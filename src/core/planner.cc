@@ -103,10 +103,9 @@ std::string describeCollective(const BoundPlan& bp) {
   const Operation& op = bp.call;
   std::string text = fmt::format("{} #{} on {} ({} x {}", operationName(op), bp.seq, op.comm->describe(), op.count,
                                  dataTypeName(op.dtype));
-  if (op.coll == Collective::AllReduce || op.coll == Collective::Reduce || op.coll == Collective::ReduceScatter)
+  if (isReduction(op.coll))
     text += fmt::format(", {}", redOpName(op.op));
-  if (op.coll == Collective::Broadcast || op.coll == Collective::Reduce || op.coll == Collective::Gather ||
-      op.coll == Collective::Scatter)
+  if (isRooted(op.coll))
     text += fmt::format(", root {}", op.root);
   text += ")";
   if (bp.plan) text += " via " + bp.plan->algorithm;  // "via ring": which plan ran, in errors and traces
@@ -174,7 +173,7 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool
   }
   out->dtype = op.dtype;
   out->elemSize = req.elemSize;
-  if (op.coll == Collective::AllReduce || op.coll == Collective::Reduce || op.coll == Collective::ReduceScatter)
+  if (isReduction(op.coll))
     LOOM_TRY(makeReduceOp(comm, op.op, op.dtype, &out->op));
   size_t sendBytes = 0, recvBytes = 0;
   bufferBytes(op, &sendBytes, &recvBytes);

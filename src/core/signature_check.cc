@@ -19,12 +19,8 @@ struct Signature {
 };
 
 Signature signatureOf(const Operation& op, uint64_t seq) {
-  const bool reduction =
-      op.coll == Collective::AllReduce || op.coll == Collective::Reduce || op.coll == Collective::ReduceScatter;
-  const bool rooted = op.coll == Collective::Broadcast || op.coll == Collective::Reduce ||
-                      op.coll == Collective::Gather || op.coll == Collective::Scatter;
   return Signature{seq, op.count, static_cast<int32_t>(op.coll), static_cast<int32_t>(op.dtype),
-                   reduction ? std::min(op.op, static_cast<int>(loomNumOps)) : -1, rooted ? op.root : -1};
+                   isReduction(op.coll) ? std::min(op.op, static_cast<int>(loomNumOps)) : -1, isRooted(op.coll) ? op.root : -1};
 }
 
 std::string describe(const Signature& s) {

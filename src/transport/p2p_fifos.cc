@@ -5,14 +5,13 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/env.h"
 #include "base/log.h"
 #include "kernels/cuda/memory_kind.h"
 
 namespace loom {
 
 // What every rank tells the others, twice: once after allocating and exporting its block, and once
-// (only `mapped` and `why` matter) after trying to map every peer's.
+// (only `ok` and `why` matter) after trying to map every peer's.
 struct P2pOffer {
   uint64_t hostHash = 0;
   int32_t pid = 0;
@@ -82,7 +81,7 @@ Status P2pFifos::allocate() {
   return Status::Ok();
 }
 
-Status P2pFifos::mapPeers(const std::vector<P2pOffer>& offers, std::string* why) {
+std::string P2pFifos::mapPeers(const std::vector<P2pOffer>& offers) {
   const P2pOffer& mine = offers[rank_];
   blocks_.assign(nranks_, nullptr);
   ipcOpened_.assign(nranks_, false);
@@ -104,16 +103,14 @@ Status P2pFifos::mapPeers(const std::vector<P2pOffer>& offers, std::string* why)
         int can = 0;
         if (cudaDeviceCanAccessPeer(&can, device_, peerDevice) != cudaSuccess || !can) {
           cudaGetLastError();
-          *why = fmt::format("GPU {} (rank {}) cannot access GPU {} (rank {}) as a peer", mine.busId, rank_,
+          return fmt::format("GPU {} (rank {}) cannot access GPU {} (rank {}) as a peer", mine.busId, rank_,
                              peer.busId, r);
-          return Status::Ok();
         }
         if (samePid) {
           const cudaError_t err = cudaDeviceEnablePeerAccess(peerDevice, 0);
           if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled) {
-            *why = fmt::format("rank {}: cudaDeviceEnablePeerAccess({}): {}", rank_, peerDevice, cudaGetErrorString(err));
             cudaGetLastError();
-            return Status::Ok();
+            return fmt::format("rank {}: cudaDeviceEnablePeerAccess({}): {}", rank_, peerDevice, cudaGetErrorString(err));
           }
           cudaGetLastError();  // clear the AlreadyEnabled error, which cudaGetLastError would report later
         }
@@ -126,15 +123,14 @@ Status P2pFifos::mapPeers(const std::vector<P2pOffer>& offers, std::string* why)
     void* mapped = nullptr;
     const cudaError_t err = cudaIpcOpenMemHandle(&mapped, peer.handle, cudaIpcMemLazyEnablePeerAccess);
     if (err != cudaSuccess) {
-      *why = fmt::format("rank {} cannot map rank {}'s FIFOs: cudaIpcOpenMemHandle: {}", rank_, r,
-                         cudaGetErrorString(err));
       cudaGetLastError();
-      return Status::Ok();
+      return fmt::format("rank {} cannot map rank {}'s FIFOs: cudaIpcOpenMemHandle: {}", rank_, r,
+                         cudaGetErrorString(err));
     }
     blocks_[r] = static_cast<char*>(mapped);
     ipcOpened_[r] = true;
   }
-  return Status::Ok();
+  return "";
 }
 
 Status P2pFifos::create(PeerExchange& exchange, const std::vector<PeerLocation>& peers, int device,
@@ -180,8 +176,7 @@ Status P2pFifos::create(PeerExchange& exchange, const std::vector<PeerLocation>&
   if (!why->empty()) return Status::Ok();  // every rank saw the same offers and stops here
 
   // Second round: whether every rank could map every peer's block.
-  std::string mapFailure;
-  LOOM_TRY(f->mapPeers(offers, &mapFailure));
+  const std::string mapFailure = f->mapPeers(offers);
   P2pOffer mapped;
   mapped.ok = mapFailure.empty();
   setWhy(&mapped, mapFailure);

@@ -66,7 +66,8 @@ class P2pFifos {
   size_t regionOffset(int owner, int sender, uint32_t channel) const;
   cuda::DeviceFifo fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel) const;
   Status allocate();
-  Status mapPeers(const std::vector<P2pOffer>& offers, std::string* why);
+  // Maps every peer's block; "" or why this rank cannot.
+  std::string mapPeers(const std::vector<P2pOffer>& offers);
 
   int rank_ = 0;
   int nranks_ = 1;

@@ -15,10 +15,6 @@ using loomtest::Op;
 
 namespace {
 
-bool isReduction(Collective coll) {
-  return coll == Collective::AllReduce || coll == Collective::Reduce || coll == Collective::ReduceScatter;
-}
-
 loom::ReduceOp stagingOp() {
   loom::ReduceOp op;
   op.post = loom::PostOpKind::Multiply;
