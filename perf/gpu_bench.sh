@@ -10,7 +10,8 @@
 #            bandwidth (the limit of today's staging path), 8 B .. 1 GiB
 #   perf     loom-perf -G cuda all_reduce / all_gather / reduce_scatter, 8 B .. 1 GiB (x2), JSON rows
 #            per collective: 2 rank threads on one GPU as plan kernels over the p2p transport
-#            (LOOM_DEVICE_PLANS=1: ranks sharing a GPU are otherwise staged), 2 rank processes on one
+#            (LOOM_DEVICE_PLANS=1: ranks sharing a GPU are otherwise staged; all_reduce and all_gather
+#            also with LOOM_P2P_DIRECT=0, every message through the FIFO slots), 2 rank processes on one
 #            GPU (staged through pinned host memory), and host memory for comparison
 #   latency  8 B allreduce on device buffers, 2 ranks as processes and as threads (staged, and as
 #            plan kernels), 1000 iterations
@@ -67,6 +68,9 @@ for step in "${STEPS[@]}"; do
       for coll in all_reduce all_gather reduce_scatter; do
         run "$coll-plans" env LOOM_DEVICE_PLANS=1 "$PERF" "$coll" -G cuda -t "$NP" -b 8 -e "$MAXBYTES" -f 2 \
           -n "$ITERS" -w 2 -c 1 -T 540 -J "$OUT/$coll-plans.json"
+        [ "$coll" = reduce_scatter ] ||  # its receivers reduce: direct mode plays no part
+          run "$coll-plans-slots" env LOOM_DEVICE_PLANS=1 LOOM_P2P_DIRECT=0 "$PERF" "$coll" -G cuda -t "$NP" -b 8 \
+            -e "$MAXBYTES" -f 2 -n "$ITERS" -w 2 -c 1 -T 540 -J "$OUT/$coll-plans-slots.json"
         run "$coll-device" "$PERF" "$coll" -G cuda -np "$NP" -b 8 -e "$MAXBYTES" -f 2 -n "$ITERS" -w 2 -c 1 \
           -T 540 -J "$OUT/$coll-device.json"
         run "$coll-host" "$PERF" "$coll" -np "$NP" -b 8 -e "$MAXBYTES" -f 2 -n "$ITERS" -w 2 -c 1 \

@@ -97,6 +97,11 @@ class Encoder {
     }
     if (use.src) out->srcBuffer = s.src.buffer, out->srcOffset = s.src.offset;
     if (out->hasDst) out->dstBuffer = s.dst.buffer, out->dstOffset = s.dst.offset;
+    // Steps that store the incoming elements unchanged may take them directly (DeviceDirectPost).
+    const bool storesAsIs = s.kind == StepKind::Recv || s.kind == StepKind::RecvCopySend;
+    if (storesAsIs && out->hasDst && b_.recvs[out->recvFifo].posts && s.dst.buffer < b_.directBuffers.size() &&
+        b_.directBuffers[s.dst.buffer])
+      out->postsDst = 1;
     // Workers split an elementwise pass by position, so an element may be read by one worker after
     // another wrote it unless source and destination are the same elements or apart.
     if (src && dst) {
@@ -118,7 +123,7 @@ class Encoder {
     if (!f.present())
       return invalidArgument("{}: no FIFO bound to {} rank {} on channel {}", where_, dir, peer, channel);
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % alignof(uint64_t) == 0; };
-    if (!aligned(f.tail) || !aligned(f.head) || !aligned(f.sizes))
+    if (!aligned(f.tail) || !aligned(f.head) || !aligned(f.sizes) || !aligned(f.posts))
       return invalidArgument("{}: the FIFO to {} rank {} on channel {} has a misaligned counter", where_, dir, peer,
                              channel);
     if (bytes > f.slotBytes)

@@ -36,6 +36,10 @@ struct DevicePlanBindings {
   uint32_t nchannels = 1;             // channels in the FIFO tables (at least the plan's)
   std::span<const DeviceFifo> sends;  // [peer * nchannels + channel]: FIFOs in the peers' memory this rank fills
   std::span<const DeviceFifo> recvs;  // [peer * nchannels + channel]: FIFOs in this rank's memory peers fill
+  // By plan buffer index: non-zero where a sender may write into the buffer directly (the receiving
+  // FIFO has posts, kernels/cuda/device_plan_layout.h's DeviceDirectPost, and the buffer is writable
+  // from the senders' GPUs). Missing entries: no.
+  std::span<const uint8_t> directBuffers;
   // Read while waiting: non-zero stops every lane with Aborted. A lane that fails for another reason
   // sets it, so that the rank's other lanes stop too instead of waiting out the timeout.
   uint32_t* abort = nullptr;

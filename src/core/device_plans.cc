@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/datatype.h"
+#include "base/env.h"
 #include "base/log.h"
 #include "core/communicator.h"
 #include "core/device_plan.h"
@@ -206,6 +207,19 @@ class StreamTemporaries {
   std::vector<void*> blocks_;
 };
 
+// Which of a plan's buffers the senders may write into directly (single copy, the p2p transport's
+// direct mode): none with LOOM_P2P_DIRECT=0; all when every peer that could (a rank of this process)
+// is on this GPU; else those that peer access opens to other GPUs (the user's cudaMalloc'd buffers,
+// not the stream-ordered temporaries). Receivers decide alone: a sender writes only where one posted.
+std::vector<uint8_t> directBuffersOf(const P2pFifos& fifos, const std::vector<char*>& buffers) {
+  std::vector<uint8_t> direct;
+  if (envString("LOOM_P2P_DIRECT", "1") == "0") return direct;
+  direct.assign(buffers.size(), 1);
+  if (!fifos.directPeersOnOtherGpus()) return direct;
+  for (size_t i = 0; i < buffers.size(); ++i) direct[i] = buffers[i] && cuda::coveredByPeerAccess(buffers[i]) ? 1 : 0;
+  return direct;
+}
+
 // Encodes plans [first, end) (one dtype) as one sequence and launches it on `stream`.
 Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, size_t end, cudaStream_t stream) {
   DevicePlans& st = stateOf(comm);
@@ -221,6 +235,7 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
   std::vector<StagedSend> stagedSends;
   const size_t n = end - first;
   std::vector<std::vector<char*>> buffers(n);
+  std::vector<std::vector<uint8_t>> direct(n);
   std::vector<cuda::DevicePlanBindings> bindings(n);
   std::vector<size_t> planBytes(n), firstStatus(n);
   size_t lanes = 0;
@@ -237,10 +252,12 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
       }
       LOOM_TRY(temps.allocate(bp.plan->scratchElems * bp.elemSize, &buffers[k][kScratchBuffer]));
     }
+    direct[k] = directBuffersOf(fifos, buffers[k]);
     cuda::DevicePlanBindings& b = bindings[k];
     b.dtype = bp.dtype;
     b.op = bp.op;
     b.buffers = buffers[k];
+    b.directBuffers = direct[k];
     b.nchannels = fifos.nchannels();
     b.sends = fifos.sends();
     b.recvs = fifos.recvs();

@@ -44,8 +44,10 @@ P2pFifos::~P2pFifos() {
   if (own_ && !keepBlock_) cudaFree(own_);
 }
 
+// One FIFO's region: tail and head on their own lines, the size words, the direct-mode posts, the slots.
 size_t P2pFifos::regionBytes() const {
-  return 2 * kLine + alignLine(options_.nslots * sizeof(uint64_t)) + options_.nslots * options_.slotBytes;
+  return 2 * kLine + alignLine(options_.nslots * sizeof(uint64_t)) +
+         alignLine(options_.nslots * sizeof(cuda::DeviceDirectPost)) + options_.nslots * options_.slotBytes;
 }
 
 size_t P2pFifos::regionOffset(int owner, int sender, uint32_t channel) const {
@@ -53,13 +55,15 @@ size_t P2pFifos::regionOffset(int owner, int sender, uint32_t channel) const {
   return (slot * options_.nchannels + channel) * regionBytes();
 }
 
-cuda::DeviceFifo P2pFifos::fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel) const {
+cuda::DeviceFifo P2pFifos::fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel, bool withPosts) const {
   char* region = ownerBlock + regionOffset(owner, sender, channel);
+  const size_t postsAt = 2 * kLine + alignLine(options_.nslots * sizeof(uint64_t));
   cuda::DeviceFifo f;
   f.tail = reinterpret_cast<uint64_t*>(region);
   f.head = reinterpret_cast<uint64_t*>(region + kLine);
   f.sizes = reinterpret_cast<uint64_t*>(region + 2 * kLine);
-  f.slots = region + 2 * kLine + alignLine(options_.nslots * sizeof(uint64_t));
+  if (withPosts) f.posts = reinterpret_cast<cuda::DeviceDirectPost*>(region + postsAt);
+  f.slots = region + postsAt + alignLine(options_.nslots * sizeof(cuda::DeviceDirectPost));
   f.slotBytes = options_.slotBytes;
   f.nslots = options_.nslots;
   return f;
@@ -85,6 +89,7 @@ std::string P2pFifos::mapPeers(const std::vector<P2pOffer>& offers) {
   const P2pOffer& mine = offers[rank_];
   blocks_.assign(nranks_, nullptr);
   ipcOpened_.assign(nranks_, false);
+  sameProcess_.assign(nranks_, false);
   blocks_[rank_] = own_;
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
@@ -118,6 +123,8 @@ std::string P2pFifos::mapPeers(const std::vector<P2pOffer>& offers) {
     }
     if (samePid) {
       blocks_[r] = reinterpret_cast<char*>(static_cast<uintptr_t>(peer.address));
+      sameProcess_[r] = true;
+      directPeersOnOtherGpus_ = directPeersOnOtherGpus_ || peer.device != device_;
       continue;
     }
     void* mapped = nullptr;
@@ -193,8 +200,8 @@ Status P2pFifos::create(PeerExchange& exchange, const std::vector<PeerLocation>&
     if (peer == f->rank_) continue;
     for (uint32_t c = 0; c < f->options_.nchannels; ++c) {
       const size_t i = static_cast<size_t>(peer) * f->options_.nchannels + c;
-      f->sends_[i] = f->fifoIn(f->blocks_[peer], peer, f->rank_, c);
-      f->recvs_[i] = f->fifoIn(f->own_, f->rank_, peer, c);
+      f->sends_[i] = f->fifoIn(f->blocks_[peer], peer, f->rank_, c, f->sameProcess_[peer]);
+      f->recvs_[i] = f->fifoIn(f->own_, f->rank_, peer, c, f->sameProcess_[peer]);
     }
   }
   LOOM_INFO(Init, "rank {}: p2p FIFOs on GPU {} ({} KiB, {} channel(s) x {} slots of {} KiB per peer)", f->rank_,

@@ -10,6 +10,12 @@
 // while that rank's kernel still has to consume something from it, so a rank may free its block once
 // its own kernels are done (kernels/cuda/device_plan_layout.h keeps the counters' protocol).
 //
+// Direct mode (single copy, DeviceDirectPost): every FIFO also has posts in the receiver's block, and
+// between ranks of one process (one address space) both ends see them, so that a receiver may post
+// its destination and the sender write there instead of into a slot. Between processes the posts
+// stay unused: a destination would be an address in another process (that needs its buffers mapped
+// with CUDA IPC, which NCCL too does only for registered buffers).
+//
 // Built with the CUDA feature only; no CUDA header is needed to include this file.
 #pragma once
 
@@ -56,6 +62,10 @@ class P2pFifos {
   uint32_t nchannels() const { return options_.nchannels; }
   size_t slotBytes() const { return options_.slotBytes; }
   int device() const { return device_; }
+  // Whether a peer that may write into this rank's buffers directly (a rank of this process) runs on
+  // another GPU: it then reaches only memory that peer access covers (cudaMalloc, not stream-ordered
+  // pools or cuMem allocations).
+  bool directPeersOnOtherGpus() const { return directPeersOnOtherGpus_; }
   // After a failure peers may still write into this rank's block: it is then kept (not freed) until
   // the process ends, so that a late write cannot land in memory the application got back.
   void keepBlockAfterFailure() { keepBlock_ = true; }
@@ -64,7 +74,7 @@ class P2pFifos {
   P2pFifos() = default;
   size_t regionBytes() const;
   size_t regionOffset(int owner, int sender, uint32_t channel) const;
-  cuda::DeviceFifo fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel) const;
+  cuda::DeviceFifo fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel, bool withPosts) const;
   Status allocate();
   // Maps every peer's block; "" or why this rank cannot.
   std::string mapPeers(const std::vector<P2pOffer>& offers);
@@ -77,6 +87,8 @@ class P2pFifos {
   size_t ownBytes_ = 0;
   std::vector<char*> blocks_;      // by rank: where this rank sees each rank's block
   std::vector<bool> ipcOpened_;    // by rank: mapped with cudaIpcOpenMemHandle (closed when done)
+  std::vector<bool> sameProcess_;  // by rank: shares this process's address space (direct mode)
+  bool directPeersOnOtherGpus_ = false;
   std::vector<cuda::DeviceFifo> sends_, recvs_;
   bool keepBlock_ = false;
 };

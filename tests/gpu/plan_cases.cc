@@ -124,9 +124,10 @@ std::string firstFailure(const std::vector<loom::Status>& results) {
 }
 
 std::string describe(const Case& c) {
-  return fmt::format("{} {} n={} root={} count={} {} {}{} ch={} w={}", loom::collectiveName(c.coll),
+  return fmt::format("{} {} n={} root={} count={} {} {}{} ch={} w={}{}", loom::collectiveName(c.coll),
                      loom::algorithmName(c.algo), c.nranks, c.root, c.count, loomtest::dtypeName(c.dtype),
-                     loomtest::opName(c.op), c.inPlace ? " in-place" : "", c.nchannels, c.workersPerLane);
+                     loomtest::opName(c.op), c.inPlace ? " in-place" : "", c.nchannels, c.workersPerLane,
+                     c.direct ? " direct" : "");
 }
 
 loom::PlanRequest requestFor(const Case& c, int rank) {
@@ -212,11 +213,13 @@ std::string runCase(const Case& c, const HostFifoMesh* mesh) {
     reference.push_back(makeRankMemory(c, plan));
   }
   std::unique_ptr<HostFifoMesh> ownMesh;
-  if (!mesh) mesh = (ownMesh = std::make_unique<HostFifoMesh>(c.nranks, c.nchannels, kSlots, kSlotBytes)).get();
+  if (!mesh)
+    mesh = (ownMesh = std::make_unique<HostFifoMesh>(c.nranks, c.nchannels, kSlots, kSlotBytes, c.direct)).get();
   uint32_t abortWord = 0;  // a failing lane raises it: the run stops instead of waiting out the timeout
   EmulationOptions options;
   options.workersPerLane = c.workersPerLane;
   options.abort = &abortWord;
+  for (int r = 0; r < c.nranks; ++r) options.startDelayMs.push_back(static_cast<uint32_t>(r) * c.staggerMs);
   const std::vector<loom::Status> results = runEmulated(runsOf(plans, emulated), *mesh, c.dtype, planOp(c), options);
   if (std::string failure = firstFailure(results); !failure.empty()) return describe(c) + ": " + failure;
   if (loom::Status st = runReference(runsOf(plans, reference), c.dtype, planOp(c)); !st.ok())
@@ -255,6 +258,7 @@ std::vector<Case> matrixFor(Collective coll) {
               c.inPlace = inPlace;
               c.nchannels = count >= 1000 ? 2 : 1;
               c.seed = cases.size() + 1;
+              c.direct = (loomtest::mix64(c.seed) & 1) != 0;  // not in step with any loop above
               if (applies(c)) cases.push_back(c);
             }
           }
@@ -276,7 +280,7 @@ std::string runAll(const std::vector<Case>& cases) {
 
 // Each rank sends `count` bytes to rank+1 and then `100` more, count/2+1 to rank+2, 7 to itself, and
 // receives the matching messages. Checked against the reference run and the patterns.
-std::string runP2pGroup(int n, uint64_t count) {
+std::string runP2pGroup(int n, uint64_t count, bool direct) {
   struct Msg {
     bool isSend;
     int peer;
@@ -314,8 +318,8 @@ std::string runP2pGroup(int n, uint64_t count) {
       }
     }
   }
-  const HostFifoMesh mesh(n, 1, kSlots, kSlotBytes);
-  const std::string what = fmt::format("p2p group n={} count={}", n, count);
+  const HostFifoMesh mesh(n, 1, kSlots, kSlotBytes, direct);
+  const std::string what = fmt::format("p2p group n={} count={}{}", n, count, direct ? " direct" : "");
   uint32_t abortWord = 0;
   EmulationOptions options;
   options.abort = &abortWord;

@@ -34,6 +34,8 @@ struct Case {
   bool randomFloats = false;  // inputs the model cannot check: compared with the reference run only
   uint32_t workersPerLane = 1;
   uint64_t seed = 1;
+  bool direct = false;  // the FIFOs have direct-mode posts (receivers may take messages in place)
+  uint32_t staggerMs = 0;  // rank r starts r * staggerMs late
 };
 
 std::string describe(const Case& c);
@@ -67,10 +69,12 @@ std::string runAll(const std::vector<Case>& cases);
 // Whether the builders serve the case (one-shot: one message; hierarchical: 2 nodes of 2).
 bool applies(const Case& c);
 // Every algorithm that builds `coll` x 1-4 ranks (8 for ring allreduce) x kCounts x float32,
-// bfloat16, int32, float16 x sum, max, avg, premulsum (reductions) x in and out of place.
+// bfloat16, int32, float16 x sum, max, avg, premulsum (reductions) x in and out of place; about
+// half of them (by a hash of the case's index) over FIFOs with direct-mode posts.
 std::vector<Case> matrixFor(loom::Collective coll);
 
-// A point-to-point group on n ranks (see plan_cases.cc); "" or what went wrong.
-std::string runP2pGroup(int n, uint64_t count);
+// A point-to-point group on n ranks (see plan_cases.cc), over FIFOs with or without direct-mode
+// posts; "" or what went wrong.
+std::string runP2pGroup(int n, uint64_t count, bool direct);
 
 }  // namespace loomgpu

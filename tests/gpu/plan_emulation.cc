@@ -1,6 +1,7 @@
 #include "plan_emulation.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -29,7 +30,7 @@ GuardedBlock::GuardedBlock(size_t bytes, size_t shift) : total_(bytes + shift + 
 
 void GuardedBlock::copyFrom(const GuardedBlock& other) { std::memcpy(raw_.get(), other.raw_.get(), total_); }
 
-HostFifoMesh::HostFifoMesh(int nranks, uint32_t nchannels, uint32_t nslots, size_t slotBytes)
+HostFifoMesh::HostFifoMesh(int nranks, uint32_t nchannels, uint32_t nslots, size_t slotBytes, bool directPosts)
     : nranks_(nranks), nchannels_(nchannels) {
   fifos_.resize(static_cast<size_t>(nranks) * nranks * nchannels);
   for (int from = 0; from < nranks; ++from)
@@ -45,6 +46,10 @@ HostFifoMesh::HostFifoMesh(int nranks, uint32_t nchannels, uint32_t nslots, size
         f->view.tail = &f->tail->value;
         f->view.head = &f->head->value;
         f->view.sizes = f->sizes.data();
+        if (directPosts) {
+          f->posts.assign(nslots, {});
+          f->view.posts = f->posts.data();
+        }
         f->view.slotBytes = slotBytes;
         f->view.nslots = nslots;
         fifos_[(static_cast<size_t>(from) * nranks + to) * nchannels + c] = std::move(f);
@@ -53,6 +58,11 @@ HostFifoMesh::HostFifoMesh(int nranks, uint32_t nchannels, uint32_t nslots, size
 
 const HostFifoMesh::Fifo* HostFifoMesh::fifo(int from, int to, uint32_t channel) const {
   return fifos_[(static_cast<size_t>(from) * nranks_ + to) * nchannels_ + channel].get();
+}
+
+DeviceFifo HostFifoMesh::view(int from, int to, uint32_t channel) const {
+  const Fifo* f = fifo(from, to, channel);
+  return f ? f->view : DeviceFifo{};
 }
 
 std::vector<DeviceFifo> HostFifoMesh::sends(int rank) const {
@@ -77,13 +87,18 @@ namespace {
 struct BoundPlan {
   BoundPlan(const RankRun& run, const HostFifoMesh& mesh, loomDataType_t dtype, const loom::ReduceOp& op,
             const EmulationOptions& options)
-      : plan(*run.plan), sends(mesh.sends(plan.rank)), recvs(mesh.recvs(plan.rank)), status(plan.lanes.size()) {
+      : plan(*run.plan),
+        sends(mesh.sends(plan.rank)),
+        recvs(mesh.recvs(plan.rank)),
+        direct(run.buffers.size(), 1),  // host memory in one process: every buffer is writable by the peers
+        status(plan.lanes.size()) {
     bindings.dtype = dtype;
     bindings.op = op;
     bindings.buffers = run.buffers;
     bindings.nchannels = mesh.nchannels();
     bindings.sends = sends;
     bindings.recvs = recvs;
+    bindings.directBuffers = direct;
     bindings.abort = options.abort;
     bindings.laneStatus = status.data();
     bindings.timeoutNs = options.timeoutNs;
@@ -99,6 +114,7 @@ struct BoundPlan {
 
   const loom::Plan& plan;
   std::vector<DeviceFifo> sends, recvs;
+  std::vector<uint8_t> direct;
   std::vector<DeviceLaneStatus> status;
   loom::cuda::DevicePlanBindings bindings;
 };
@@ -158,10 +174,14 @@ std::vector<loom::Status> runEmulated(const std::vector<RankRun>& ranks, const H
   if (!encodedAll) return results;
   {
     HostLaunches launches(options.workersPerLane);
-    for (size_t r = 0; r < ranks.size(); ++r)
-      launches.launch(shapes[r].lanes, [plan = encoded[r].data()](uint32_t l, loom::cuda::HostLane* lane, uint32_t w) {
-        loom::cuda::runLaneOnHost(plan, l, lane, w);
-      });
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const uint32_t delayMs = r < options.startDelayMs.size() ? options.startDelayMs[r] : 0;
+      launches.launch(shapes[r].lanes,
+                      [plan = encoded[r].data(), delayMs](uint32_t l, loom::cuda::HostLane* lane, uint32_t w) {
+                        if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+                        loom::cuda::runLaneOnHost(plan, l, lane, w);
+                      });
+    }
   }
   for (size_t r = 0; r < ranks.size(); ++r) results[r] = bound[r]->result();
   return results;

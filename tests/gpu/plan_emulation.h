@@ -40,21 +40,26 @@ class GuardedBlock {
   char* data_ = nullptr;
 };
 
-// One FIFO per (sender, receiver, channel), nslots x slotBytes, with its counters on their own lines.
+// One FIFO per (sender, receiver, channel), nslots x slotBytes, with its counters on their own lines;
+// with `directPosts`, also the posts of direct mode (kernels/cuda/device_plan_layout.h's
+// DeviceDirectPost), as the p2p transport makes them for ranks that share an address space.
 class HostFifoMesh {
  public:
-  HostFifoMesh(int nranks, uint32_t nchannels, uint32_t nslots, size_t slotBytes);
+  HostFifoMesh(int nranks, uint32_t nchannels, uint32_t nslots, size_t slotBytes, bool directPosts = false);
   int nranks() const { return nranks_; }
   uint32_t nchannels() const { return nchannels_; }
   // rank's tables as device_plan.h wants them: [peer * nchannels + channel].
   std::vector<loom::cuda::DeviceFifo> sends(int rank) const;
   std::vector<loom::cuda::DeviceFifo> recvs(int rank) const;
+  // The FIFO from `from` to `to` on `channel`, to look into its slots and size words after a run.
+  loom::cuda::DeviceFifo view(int from, int to, uint32_t channel) const;
 
  private:
   struct Fifo {
     std::vector<std::max_align_t> slots;
     std::unique_ptr<loom::cuda::DeviceFifoCounter> tail, head;
     std::vector<uint64_t> sizes;
+    std::vector<loom::cuda::DeviceDirectPost> posts;
     loom::cuda::DeviceFifo view;
   };
   const Fifo* fifo(int from, int to, uint32_t channel) const;
@@ -73,6 +78,7 @@ struct EmulationOptions {
   uint32_t workersPerLane = 1;  // host threads sharing one lane, as a block's threads do
   uint64_t timeoutNs = 30'000'000'000ull;
   uint32_t* abort = nullptr;  // shared by every rank of the run (a communicator's abort word)
+  std::vector<uint32_t> startDelayMs;  // by rank: how long its lanes sleep before they start (none: 0)
 };
 
 // Encodes every rank's plan over `mesh` and runs all of their lanes at once, each on its own

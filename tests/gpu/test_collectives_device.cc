@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,6 +96,20 @@ TEST_P(DeviceCollectives, Large) {
                              .ops = {Op::Sum},
                              .counts = {(size_t{1} << 20) + 5}}});
 }
+
+#ifdef LOOM_GPU_DEVICE_PLANS
+// Ranks that are threads of one process write into each other's buffers directly where the receiver
+// waits first (the p2p transport's direct mode); the same collectives with it off (LOOM_P2P_DIRECT=0,
+// read at every launch) put every message through the FIFO slots.
+TEST_P(DeviceCollectives, SlotsOnlyWithoutDirectMode) {
+  setenv("LOOM_P2P_DIRECT", "0", 1);
+  expectPasses(GetParam(), {{.colls = {Coll::AllReduce, Coll::AllGather, Coll::Broadcast, Coll::SendRecv},
+                             .dtypes = {loomFloat32},
+                             .ops = {Op::Sum},
+                             .counts = {1000, (size_t{1} << 20) + 5}}});
+  unsetenv("LOOM_P2P_DIRECT");
+}
+#endif
 
 // Stream order: the stream is held for 300 ms by a host function before two collectives on it.
 // Ranks that are processes get NCCL's semantics: the calls return while the stream is still held, and

@@ -72,15 +72,17 @@ TEST(PlanInterpreter, SeveralWorkersPerLane) {
       c.nchannels = 2;
       c.workersPerLane = workers;
       c.seed = cases.size() + 11;
+      c.direct = cases.size() % 2 == 0;
       cases.push_back(c);
     }
   }
   EXPECT_EQ(runAll(cases), "");
 }
 
-// Operations one after another on the same FIFOs: counters carry on from where the last one left them.
+// Operations one after another on the same FIFOs: counters (and direct posts, tagged with them) carry on
+// from where the last one left them.
 TEST(PlanInterpreter, OperationsInSequenceShareTheFifos) {
-  const HostFifoMesh mesh(3, 2, kSlots, kSlotBytes);
+  const HostFifoMesh mesh(3, 2, kSlots, kSlotBytes, /*directPosts=*/true);
   Case allreduce{Collective::AllReduce, Algorithm::Ring, 3, 0, 10001, loomFloat32, Op::Sum};
   Case broadcast{Collective::Broadcast, Algorithm::Tree, 3, 1, 5000, loomBfloat16, Op::Sum};
   Case allgather{Collective::AllGather, Algorithm::Direct, 3, 0, 777, loomInt32, Op::Sum};
@@ -95,7 +97,8 @@ TEST(PlanInterpreter, OperationsInSequenceShareTheFifos) {
 
 TEST(PlanInterpreter, PointToPointGroups) {
   for (int n = 1; n <= 4; ++n)
-    for (uint64_t count : kCounts) EXPECT_EQ(runP2pGroup(n, count), "");
+    for (uint64_t count : kCounts)
+      for (bool direct : {false, true}) EXPECT_EQ(runP2pGroup(n, count, direct), "");
 }
 
 // ---- What must fail ----------------------------------------------------------------------------------

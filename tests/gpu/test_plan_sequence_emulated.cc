@@ -180,18 +180,19 @@ std::string checkExpected(const Sequence& s, const std::vector<RankMemory>& memo
 }
 
 // Runs the sequence in one launch per rank and checks it against the reference run of its operations
-// one by one, in order, on a copy of the same memory, and against the values they must produce.
-std::string runChainedSequence(const Sequence& s) {
+// one by one, in order, on a copy of the same memory, and against the values they must produce; over
+// FIFOs with or without direct-mode posts.
+std::string runChainedSequence(const Sequence& s, bool direct) {
   const Case& first = s.ops[0].c;
-  const std::string what =
-      fmt::format("{} count={} w={}", loomtest::dtypeName(first.dtype), first.count, first.workersPerLane);
+  const std::string what = fmt::format("{} count={} w={}{}", loomtest::dtypeName(first.dtype), first.count,
+                                       first.workersPerLane, direct ? " direct" : "");
   const auto plans = sequencePlans(s, [&](size_t k, int) { return s.ops[k].c.count; });
   std::vector<RankMemory> emulated, reference;
   for (int r = 0; r < kSequenceRanks; ++r) {
     emulated.push_back(sequenceMemory(s, plans, r));
     reference.push_back(sequenceMemory(s, plans, r));
   }
-  const HostFifoMesh mesh(kSequenceRanks, 2, kSlots, kSlotBytes);
+  const HostFifoMesh mesh(kSequenceRanks, 2, kSlots, kSlotBytes, direct);
   uint32_t abortWord = 0;
   EmulationOptions options;
   options.workersPerLane = first.workersPerLane;
@@ -217,7 +218,7 @@ TEST(PlanSequence, LaterOperationsReadWhatEarlierOnesWrote) {
        {std::tuple{loomInt32, uint64_t{7}, 1u}, std::tuple{loomInt32, uint64_t{2501}, 1u},
         std::tuple{loomFloat32, uint64_t{10001}, 1u}, std::tuple{loomInt32, uint64_t{2501}, 2u},
         std::tuple{loomFloat32, uint64_t{1001}, 2u}})
-    EXPECT_EQ(runChainedSequence(chainedSequence(dtype, count, workers)), "");
+    for (bool direct : {false, true}) EXPECT_EQ(runChainedSequence(chainedSequence(dtype, count, workers), direct), "");
 }
 
 // How a sequence's run is made to fail in operation `failing`.
@@ -285,8 +286,9 @@ TEST(PlanSequence, AFailedPlanEndsTheRunAndTheLaterPlansNeverStart) {
           // meeting after the plan before: those do not start this one.
           EXPECT_TRUE(lanesEndedIn(plan, {Outcome::SizeMismatch, Outcome::Aborted, Outcome::NotReported}));
           // The result names what a lane saw (devicePlanResult ranks a silent lane last).
-          if (!lanesEndedIn(plan, {Outcome::NotReported}))
+          if (!lanesEndedIn(plan, {Outcome::NotReported})) {
             EXPECT_EQ(st.message().find("did not report"), std::string::npos);
+          }
         }
         for (const loom::cuda::DeviceLaneStatus& lane : plan.lanes)
           mismatchSeen = mismatchSeen || static_cast<Outcome>(lane.outcome) == Outcome::SizeMismatch;

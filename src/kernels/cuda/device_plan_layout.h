@@ -18,6 +18,21 @@ struct alignas(128) DeviceFifoCounter {
   uint64_t value = 0;
 };
 
+// Direct mode (single copy): a receiver whose step stores the incoming elements unchanged (Recv, or
+// RecvCopySend with a destination) may, before it waits, post where they go; a sender that finds the
+// post for its message (same sequence number, same byte count) writes there instead of into a slot and
+// marks the message's size word with kDirectMessage, and the receiver then has nothing to copy. A
+// sender that comes first uses the slot as usual, so neither side ever waits for the other's post.
+// Only where both ends share an address space (ranks as threads of one process) and the destination
+// is writable from the sender's GPU.
+struct DeviceDirectPost {
+  uint64_t seq = 0;      // the message it is for, plus one (0: none yet); stored last, with release
+  uint64_t address = 0;  // where the message's bytes go, in the address space both ends share
+  uint64_t bytes = 0;    // how many the receiver expects: a sender of another size uses the slot
+  uint64_t reserved = 0;
+};
+inline constexpr uint64_t kDirectMessage = uint64_t{1} << 63;  // in a size word: the bytes went to the post
+
 // One direction of one (peer, channel) connection, as both of its ends see it. Every pointer must be
 // valid where the interpreter runs (device: device or mapped host memory, peer memory over CUDA IPC).
 struct DeviceFifo {
@@ -27,6 +42,7 @@ struct DeviceFifo {
   // both sides poll locally and write across the link.
   uint64_t* head = nullptr;
   uint64_t* sizes = nullptr;  // nslots words: the bytes of the message in each slot (receiver's memory)
+  DeviceDirectPost* posts = nullptr;  // nslots entries (receiver's memory), or null: no direct mode
   uint64_t slotBytes = 0;
   uint32_t nslots = 0;
   uint32_t reserved = 0;
@@ -68,7 +84,7 @@ struct DeviceStep {
   DeviceStepKind kind = DeviceStepKind::Copy;
   uint8_t finalize = 0;
   uint8_t hasDst = 0;  // the step writes dst (RecvReduceSend and RecvCopySend only when their dst is valid)
-  uint8_t reserved = 0;
+  uint8_t postsDst = 0;  // the receiver posts dst for the sender to write into directly (DeviceDirectPost)
   int32_t sendPeer = -1;
   int32_t recvPeer = -1;
   int32_t sendFifo = -1;  // index into the send FIFO table (peer * nchannels + channel), or -1

@@ -1,5 +1,6 @@
 #include "kernels/cuda/memory_kind.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <mutex>
@@ -79,6 +80,29 @@ MemoryInfo queryMemory(const void* p) {
       break;
   }
   return info;
+}
+
+bool coveredByPeerAccess(const void* p) {
+  if (p == nullptr || !cudaUsable()) return false;
+  // The runtime is linked statically and libcuda is not linked at all: the driver's entry point is
+  // looked up once through the runtime.
+  using GetAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+  static const GetAttribute getAttribute = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    cudaGetLastError();
+    return reinterpret_cast<GetAttribute>(fn);
+  }();
+  if (!getAttribute) return false;
+  // "Suitable for cudaIpcGetMemHandle" is exactly the legacy (cudaMalloc / cuMemAlloc) allocations.
+  int legacy = 0;
+  if (getAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, reinterpret_cast<CUdeviceptr>(p)) !=
+      CUDA_SUCCESS)
+    return false;
+  return legacy != 0;
 }
 
 Status cudaStatus(int cudaError, const char* what) {

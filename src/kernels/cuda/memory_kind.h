@@ -36,6 +36,12 @@ const std::string& unusableReason();
 MemoryInfo queryMemory(const void* p);
 inline bool isDeviceMemory(const void* p) { return queryMemory(p).kind == MemoryKind::Device; }
 
+// Whether `p` lies in an allocation that peer access (cudaDeviceEnablePeerAccess) opens to the other
+// GPUs: cudaMalloc's are; stream-ordered pools' (cudaMallocAsync) and cuMem's are not unless their
+// owner granted access. Asked of the driver (cuPointerGetAttribute, found at run time); false when
+// it cannot say.
+bool coveredByPeerAccess(const void* p);
+
 // "cudaMemcpyAsync: cudaErrorInvalidValue (invalid argument)" as a loomUnhandledCudaError Status.
 Status cudaStatus(int cudaError, const char* what);
 #define LOOM_CUDA_TRY(call)                                                  \

@@ -38,9 +38,9 @@ namespace loom::cuda {
 
 // What worker 0 hands to the other workers of its lane between two barriers.
 struct LaneShared {
-  char* sendSlot;
-  const char* recvSlot;
-  uint32_t outcome;  // DeviceLaneOutcome: Done means "go on"
+  char* sendSlot;          // where the outgoing message goes: a slot, or the receiver's posted destination
+  const char* recvSlot;    // the incoming message's slot (null when it was written into dst directly)
+  uint32_t outcome;        // DeviceLaneOutcome: Done means "go on"
 };
 
 // The encoded plan, read in place.
@@ -95,16 +95,27 @@ LOOM_HD DeviceLaneOutcome waitAtLeast(P& p, const DevicePlanHeader& h, const uin
 struct StepClaim {
   uint64_t sendSeq = 0;
   uint64_t recvSeq = 0;
+  bool sendDirect = false;  // the message goes to the receiver's post, not to the slot
   int32_t peer = -1;
   uint64_t detail = 0;
 };
 
-// Worker 0: waits for a free slot in the send FIFO (first, as the executor asks) and for the message
-// in the receive FIFO, and checks the message's size.
+// Worker 0: posts where the incoming message may go directly, waits for a free slot in the send FIFO
+// (first, as the executor asks) and for the message in the receive FIFO, checks the message's size,
+// and last (as late as it can, for the receiver to have posted) decides where the outgoing one goes.
 template <class P>
 LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t bytes,
                                      LaneShared& sh, StepClaim& claim) {
   const DevicePlanHeader& h = plan.header();
+  if (s.postsDst) {
+    // Every step before this one is done (the barrier that ended it), so dst may be written from now on.
+    const DeviceFifo& f = plan.recvFifo(s.recvFifo);
+    const uint64_t seq = p.loadRelaxed(f.head);  // this lane is the only writer of its head
+    DeviceDirectPost& post = f.posts[seq % f.nslots];
+    p.storeRelaxed(&post.address, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(plan.at(s.dstBuffer, s.dstOffset))));
+    p.storeRelaxed(&post.bytes, bytes);
+    p.storeRelease(&post.seq, seq + 1);
+  }
   if (s.sendFifo >= 0) {
     const DeviceFifo& f = plan.sendFifo(s.sendFifo);
     claim.sendSeq = p.loadRelaxed(f.tail);  // this lane is the only writer of its tail
@@ -114,23 +125,35 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
       claim.peer = s.sendPeer;
       return o;
     }
-    sh.sendSlot = f.slots + (claim.sendSeq % f.nslots) * f.slotBytes;
   }
   if (s.recvFifo >= 0) {
     const DeviceFifo& f = plan.recvFifo(s.recvFifo);
-    claim.recvSeq = p.loadRelaxed(f.head);  // this lane is the only writer of its head
+    claim.recvSeq = p.loadRelaxed(f.head);
     const DeviceLaneOutcome o = waitAtLeast(p, h, f.tail, claim.recvSeq + 1);
     if (o != DeviceLaneOutcome::Done) {
       claim.peer = s.recvPeer;
       return o;
     }
-    const uint64_t arrived = p.loadRelaxed(f.sizes + claim.recvSeq % f.nslots);  // published by the tail's release
+    const uint64_t word = p.loadRelaxed(f.sizes + claim.recvSeq % f.nslots);  // published by the tail's release
+    const uint64_t arrived = word & ~kDirectMessage;
     if (arrived != bytes) {
       claim.peer = s.recvPeer;
       claim.detail = arrived;
       return DeviceLaneOutcome::SizeMismatch;
     }
-    sh.recvSlot = f.slots + (claim.recvSeq % f.nslots) * f.slotBytes;
+    // A direct message is in dst already (the sender wrote only where this step posted, checked above).
+    sh.recvSlot = (word & kDirectMessage) ? nullptr : f.slots + (claim.recvSeq % f.nslots) * f.slotBytes;
+  }
+  if (s.sendFifo >= 0) {
+    const DeviceFifo& f = plan.sendFifo(s.sendFifo);
+    sh.sendSlot = f.slots + (claim.sendSeq % f.nslots) * f.slotBytes;
+    if (f.posts) {  // the receiver may already wait with its destination posted (DeviceDirectPost)
+      const DeviceDirectPost& post = f.posts[claim.sendSeq % f.nslots];
+      if (p.loadAcquire(&post.seq) == claim.sendSeq + 1 && p.loadRelaxed(&post.bytes) == bytes) {
+        sh.sendSlot = reinterpret_cast<char*>(static_cast<uintptr_t>(p.loadRelaxed(&post.address)));
+        claim.sendDirect = true;
+      }
+    }
   }
   return DeviceLaneOutcome::Done;
 }
@@ -142,13 +165,15 @@ LOOM_HD void publishStep(P& p, const DevicePlanView& plan, const DeviceStep& s, 
                          const StepClaim& claim) {
   if (s.sendFifo >= 0) {
     const DeviceFifo& f = plan.sendFifo(s.sendFifo);
-    p.storeRelaxed(f.sizes + claim.sendSeq % f.nslots, bytes);
+    p.storeRelaxed(f.sizes + claim.sendSeq % f.nslots, claim.sendDirect ? bytes | kDirectMessage : bytes);
     p.storeRelease(f.tail, claim.sendSeq + 1);
   }
   if (s.recvFifo >= 0) p.storeRelease(plan.recvFifo(s.recvFifo).head, claim.recvSeq + 1);
 }
 
-// Every worker: the step's copies and reductions (core/executor.cc's tryStep, case by case).
+// Every worker: the step's copies and reductions (core/executor.cc's tryStep, case by case). `out`: a
+// slot or the receiver's posted destination; `in`: the incoming slot, or null when the message came
+// directly into dst.
 template <class E, class P>
 LOOM_HD void moveData(P& p, const DevicePlanView& plan, const DeviceStep& s, char* out, const char* in) {
   const ReduceOp& op = plan.header().op;
@@ -158,17 +183,26 @@ LOOM_HD void moveData(P& p, const DevicePlanView& plan, const DeviceStep& s, cha
   const char* src = s.srcBuffer != kNoDeviceBuffer ? plan.at(s.srcBuffer, s.srcOffset) : nullptr;
   switch (s.kind) {
     case DeviceStepKind::Send: elementwisePass<E>(out, src, nullptr, s.count, op, false, w, nw); break;
-    case DeviceStepKind::Recv: elementwisePass<E>(dst, in, nullptr, s.count, op, false, w, nw); break;
+    case DeviceStepKind::Recv:
+      if (in) elementwisePass<E>(dst, in, nullptr, s.count, op, false, w, nw);
+      break;
     case DeviceStepKind::RecvReduce: elementwisePass<E>(dst, in, src, s.count, op, fin, w, nw); break;
     case DeviceStepKind::RecvReduceSend:
-      elementwisePass<E>(out, in, src, s.count, op, fin, w, nw);
       if (dst) {
+        // Reduced into this rank's memory first, so that the copy out reads local memory, not the peer's.
         // The copy splits the elements by its own alignment: another worker may have written them.
+        elementwisePass<E>(dst, in, src, s.count, op, fin, w, nw);
         p.barrier();
-        elementwisePass<E>(dst, out, nullptr, s.count, op, false, w, nw);
+        elementwisePass<E>(out, dst, nullptr, s.count, op, false, w, nw);
+      } else {
+        elementwisePass<E>(out, in, src, s.count, op, fin, w, nw);
       }
       break;
     case DeviceStepKind::RecvCopySend:
+      if (!in) {  // it came directly into dst (visible through the tail's acquire and the barrier): forward it
+        elementwisePass<E>(out, dst, nullptr, s.count, op, false, w, nw);
+        break;
+      }
       elementwisePass<E>(out, in, nullptr, s.count, op, false, w, nw);
       if (dst) elementwisePass<E>(dst, in, nullptr, s.count, op, false, w, nw);
       break;
@@ -248,7 +282,9 @@ LOOM_HD void runSequence(const void* sequence, uint32_t block, P& p) {
         p.shared().outcome = static_cast<uint32_t>(aborted() ? DeviceLaneOutcome::Aborted : DeviceLaneOutcome::Done);
       }
       p.barrier();
-      if (static_cast<DeviceLaneOutcome>(p.shared().outcome) != DeviceLaneOutcome::Done) return;
+      const bool goOn = static_cast<DeviceLaneOutcome>(p.shared().outcome) == DeviceLaneOutcome::Done;
+      p.barrier();  // every worker read it before worker 0 reuses the word for the plan's first step
+      if (!goOn) return;
     }
     runLane<E>(plan, block, p);
   }
