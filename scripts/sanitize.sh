@@ -3,6 +3,9 @@
 #   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer (leak checks on) over the GoogleTest suites
 #               (gpu is not built without CUDA), less what ASAN_LEFT_OUT names below.
 #   build-tsan  ThreadSanitizer over the tests whose ranks or callers are threads of one process.
+#   build-tsan-cuda  ThreadSanitizer over the CUDA plan interpreter's host emulation (CUDA builds only:
+#               its lanes are threads handing slots, direct posts and counters to each other as GPU
+#               blocks will; about 5 min of building).
 # Both compile with -O1 -g1 (a third of the time of -O2 -g; line tables are enough for reports) and keep
 # assertions. Ends with "N passed, M failed, K skipped" over every run; a build that fails counts as one
 # failure. Logs: build-asan/meson-logs, build-tsan/meson-logs.
@@ -29,8 +32,8 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 export HWLOC_COMPONENTS=-pci
 
 passed=0 failed=0 skipped=0
-setup() {  # setup DIR SANITIZERS; also brings an existing DIR to these options
-  local opts=(-Db_sanitize="$2" -Db_lundef=false -Dcuda=disabled -Doptimization=1 -Ddebug=false -Db_ndebug=false
+setup() {  # setup DIR SANITIZERS [CUDA]; also brings an existing DIR to these options (CUDA: disabled)
+  local opts=(-Db_sanitize="$2" -Db_lundef=false -Dcuda="${3:-disabled}" -Doptimization=1 -Ddebug=false -Db_ndebug=false
               -Dcpp_args=-g1 -Dc_args=-g1)
   if [ -f "$1/build.ninja" ]; then meson configure "$1" "${opts[@]}" >/dev/null
   else meson setup "$1" "${opts[@]}" >/dev/null; fi
@@ -68,6 +71,20 @@ if build build-tsan "${tsan_tests[@]}" "${tsan_matrices[@]}"; then
   run_tests build-tsan "${tsan_matrices[@]}" --test-args=--gtest_filter='*/n3'
 fi
 echo "tsan: ${SECONDS}s"
+
+SECONDS=0
+setup build-tsan-cuda thread auto
+if meson test -C build-tsan-cuda --list 2>/dev/null | grep -q gpu_plan_interpreter_emulated; then
+  if build build-tsan-cuda gpu_plan_interpreter_emulated; then
+    echo "tsan-cuda build: ${SECONDS}s"
+    # The matrix of whole collectives (3.5 min under TSan) runs the same code as the cases kept.
+    run_tests build-tsan-cuda gpu_plan_interpreter_emulated --test-args='--gtest_filter=-Emulated/Collectives.*'
+  fi
+else
+  echo "SKIP build-tsan-cuda: no CUDA toolkit found"
+  skipped=$((skipped + 1))
+fi
+echo "tsan-cuda: ${SECONDS}s"
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
