@@ -113,6 +113,13 @@ typedef struct {
   }
 
 LOOM_API loomResult_t loomGetVersion(int* version);
+/* Which memory kinds this library serves on this machine: LOOM_MEMORY_HOST always, LOOM_MEMORY_CUDA
+ * when it was built with CUDA and CUDA is usable here (a driver and a visible device). A library
+ * without it treats every pointer as host memory, so callers holding device memory (a framework's
+ * CUDA tensors) should ask first. */
+#define LOOM_MEMORY_HOST 1
+#define LOOM_MEMORY_CUDA 2
+LOOM_API loomResult_t loomGetMemoryKinds(int* kinds);
 LOOM_API const char* loomGetErrorString(loomResult_t result);
 /* The last error seen by this communicator (or by this thread when comm is NULL), with the peer
  * and operation involved. Never NULL. */

@@ -43,6 +43,12 @@ LOOM_API loomResult_t loomGetVersion(int* version) {
   return loomSuccess;
 }
 
+LOOM_API loomResult_t loomGetMemoryKinds(int* kinds) {
+  if (!kinds) return finishCall(nullptr, invalidArgument("loomGetMemoryKinds: kinds is NULL"));
+  *kinds = LOOM_MEMORY_HOST | (deviceMemoryUsable() ? LOOM_MEMORY_CUDA : 0);
+  return loomSuccess;
+}
+
 LOOM_API const char* loomGetErrorString(loomResult_t result) {
   switch (result) {
     case loomSuccess: return "no error";

@@ -17,6 +17,7 @@
 #include "core/communicator.h"
 #include "core/device_plan.h"
 #include "core/planner.h"
+#include "kernels/cuda/cuda_reduce.h"
 #include "kernels/cuda/event_handle.h"
 #include "kernels/cuda/host_flags.h"
 #include "kernels/cuda/memory_kind.h"
@@ -131,11 +132,7 @@ int deviceOfBuffers(const Operation& op) {
   return device;
 }
 
-bool runsOnDevice(const Operation& op) {
-  // PreMulSum scales each rank's input by its own scalar first: staging does that on the host.
-  if (isReduction(op.coll) && op.op >= loomNumOps) return false;
-  return op.count > 0;
-}
+bool runsOnDevice(const Operation& op) { return op.count > 0; }
 
 Status setUp(loomComm* comm, int device) {
   DevicePlans& st = stateOf(comm);
@@ -227,10 +224,14 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
   const loomDataType_t dtype = plans[first].dtype;  // the plans move into the launch below
   auto launch = std::make_unique<Launch>();
   StreamTemporaries temps(stream);
+  // The plan's input when it cannot be the user's: a copy (an input that overlaps the output in a way
+  // the plan cannot take), or for PreMulSum a copy scaled by this rank's scalar (the plan is a sum).
   struct StagedSend {
     char* to;
     const char* from;
     size_t bytes;
+    bool scales;  // PreMulSum: multiplied by `scale`'s scalar on the way
+    ReduceOp scale;
   };
   std::vector<StagedSend> stagedSends;
   const size_t n = end - first;
@@ -248,7 +249,7 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
         size_t sendBytes = 0, recvBytes = 0;
         bufferBytes(bp.call, &sendBytes, &recvBytes);
         LOOM_TRY(temps.allocate(sendBytes, &buffers[k][kSendBuffer]));
-        stagedSends.push_back({buffers[k][kSendBuffer], bp.stageFrom, sendBytes});
+        stagedSends.push_back({buffers[k][kSendBuffer], bp.stageFrom, sendBytes, bp.stageScales, bp.stageOp});
       }
       LOOM_TRY(temps.allocate(bp.plan->scratchElems * bp.elemSize, &buffers[k][kScratchBuffer]));
     }
@@ -289,8 +290,12 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
   LOOM_TRY(temps.allocate(layout.total, &onDevice));
 
   // Nothing is enqueued before this point but allocations: a refusal above leaves the user's memory as it was.
-  for (const StagedSend& s : stagedSends)
-    LOOM_CUDA_TRY(cudaMemcpyAsync(s.to, s.from, s.bytes, cudaMemcpyDeviceToDevice, stream));
+  for (const StagedSend& s : stagedSends) {
+    if (s.scales)
+      LOOM_CUDA_TRY(cuda::copyArrayAsync(s.to, s.from, s.bytes / dataTypeSize(dtype), dtype, s.scale, true, stream));
+    else
+      LOOM_CUDA_TRY(cudaMemcpyAsync(s.to, s.from, s.bytes, cudaMemcpyDeviceToDevice, stream));
+  }
   LOOM_CUDA_TRY(cudaMemcpyAsync(onDevice, blob, layout.total, cudaMemcpyHostToDevice, stream));
   LOOM_TRY(cuda::cudaStatus(cuda::launchDevicePlanSequence(onDevice, blocks, dtype, stream),
                             "launching the plan kernel"));

@@ -9,7 +9,8 @@
 //   processes sharing one GPU without LOOM_DEVICE_PLANS=1, LOOM_DEVICE_PLANS=0 anywhere), every rank
 //   keeps staging device buffers through host memory (device_staging.h).
 // - An operation runs here when every buffer it uses on this rank is device memory on the
-//   communicator's GPU; PreMulSum operators still go through staging. Ranks must agree on the memory
+//   communicator's GPU (PreMulSum: the input is scaled into a temporary on the stream first, and
+//   the plan is a sum; core/planner.h says how a device scalar is read). Ranks must agree on the memory
 //   kind of each call, as NCCL requires device memory everywhere: a rank whose buffers are host
 //   memory while its peers' are on the device runs another transport, and both sides time out.
 // - One launch per communicator and run of same-dtype operations of a group: its blocks run the

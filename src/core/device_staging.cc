@@ -349,15 +349,19 @@ Status runWithDeviceStaging(const std::vector<Operation>& ops, HostRunner runHos
   return runSynchronous(staged, stagings, runHost);
 }
 
-Status readScalarToHost(const void** scalar, loomDataType_t dtype, void* storage) {
+Status readScalarToHost(const void** scalar, loomDataType_t dtype, void* storage, loomStream_t stream) {
   const MemoryInfo info = cuda::queryMemory(*scalar);
   if (info.kind != MemoryKind::Device) return Status::Ok();
   cuda::DeviceScope scope(info.device);
   LOOM_CUDA_TRY(scope.error());
-  LOOM_CUDA_TRY(cudaMemcpy(storage, *scalar, dataTypeSize(dtype), cudaMemcpyDeviceToHost));
+  const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  LOOM_CUDA_TRY(cudaMemcpyAsync(storage, *scalar, dataTypeSize(dtype), cudaMemcpyDeviceToHost, s));
+  LOOM_CUDA_TRY(cudaStreamSynchronize(s));
   *scalar = storage;
   return Status::Ok();
 }
+
+bool deviceMemoryUsable() { return cuda::cudaUsable(); }
 
 Status checkDeviceList(int ndev, const int* devlist) {
   if (!cuda::cudaUsable())

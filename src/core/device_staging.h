@@ -44,7 +44,13 @@ Status runWithDeviceStaging(const std::vector<Operation>& ops, HostRunner runHos
 
 // A PreMulSum scalar created with loomScalarDevice may live in device memory: when *scalar does, its
 // element is copied into `storage` (8 bytes) and *scalar points there. Host scalars are unchanged.
-Status readScalarToHost(const void** scalar, loomDataType_t dtype, void* storage);
+// The copy is ordered on `stream` (the operation's) and waited for, so that the value is the one the
+// work enqueued before the call leaves there, as NCCL's kernels read it at run time; that costs the
+// call a wait for its stream.
+Status readScalarToHost(const void** scalar, loomDataType_t dtype, void* storage, loomStream_t stream);
+
+// Whether device buffers can be served here: a CUDA build that found a driver and a device.
+bool deviceMemoryUsable();
 
 // loomCommInitAll's device list (for src/core/api_comm.cc, which does not call it yet): Ok when
 // CUDA is usable and every entry names a visible device, else the error to return.
@@ -52,11 +58,12 @@ Status checkDeviceList(int ndev, const int* devlist);
 
 #else
 
+inline bool deviceMemoryUsable() { return false; }
 inline Status checkDeviceList(int, const int*) {
   return invalidArgument("loomCommInitAll: device lists need a CUDA build with a GPU; pass NULL for host ranks");
 }
 inline Status runWithDeviceStaging(const std::vector<Operation>& ops, HostRunner runHost) { return runHost(ops); }
-inline Status readScalarToHost(const void**, loomDataType_t, void*) { return Status::Ok(); }
+inline Status readScalarToHost(const void**, loomDataType_t, void*, loomStream_t) { return Status::Ok(); }
 
 #endif
 

@@ -118,7 +118,7 @@ std::string describeGroup(const BoundPlan& bp) {
 
 }  // namespace
 
-Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, ReduceOp* out) {
+Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, loomStream_t stream, ReduceOp* out) {
   ReduceOp r;
   switch (op) {
     case loomSum: r.kind = ReduceKind::Sum; break;
@@ -134,7 +134,7 @@ Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, ReduceOp* out
       const CustomRedOp& custom = comm->customOps[static_cast<size_t>(op - loomNumOps)];
       const void* scalar = custom.residence == loomScalarHostImmediate ? custom.immediate : custom.pointer;
       alignas(8) unsigned char deviceScalar[8];  // [CUDA hook, issue 8] a scalar in device memory
-      LOOM_TRY(readScalarToHost(&scalar, dtype, deviceScalar));
+      LOOM_TRY(readScalarToHost(&scalar, dtype, deviceScalar, stream));
       r.kind = ReduceKind::Sum;
       r.post = PostOpKind::Multiply;
       r.scalar = scalarAsDouble(scalar, dtype);
@@ -174,7 +174,7 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool
   out->dtype = op.dtype;
   out->elemSize = req.elemSize;
   if (isReduction(op.coll))
-    LOOM_TRY(makeReduceOp(comm, op.op, op.dtype, &out->op));
+    LOOM_TRY(makeReduceOp(comm, op.op, op.dtype, op.stream, &out->op));
   size_t sendBytes = 0, recvBytes = 0;
   bufferBytes(op, &sendBytes, &recvBytes);
   char* send = const_cast<char*>(static_cast<const char*>(op.send));

@@ -17,7 +17,8 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool
 // All send/recv operations of one group on one communicator, in call order.
 Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out);
 
-// The operator as the kernels see it (Avg and PreMulSum become a sum plus a post-operation).
-Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, ReduceOp* out);
+// The operator as the kernels see it (Avg and PreMulSum become a sum plus a post-operation). A
+// PreMulSum scalar in device memory is read in `stream`'s order (device_staging.h's readScalarToHost).
+Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, loomStream_t stream, ReduceOp* out);
 
 }  // namespace loom

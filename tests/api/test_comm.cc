@@ -20,6 +20,16 @@ TEST(Api, Version) {
   EXPECT_EQ(loomGetVersion(nullptr), loomInvalidArgument);
 }
 
+TEST(Api, MemoryKinds) {
+  int kinds = 0;
+  ASSERT_EQ(loomGetMemoryKinds(&kinds), loomSuccess);
+  EXPECT_TRUE(kinds & LOOM_MEMORY_HOST);
+  EXPECT_EQ(kinds & ~(LOOM_MEMORY_HOST | LOOM_MEMORY_CUDA), 0);
+  // Whether CUDA is in it: tests/gpu/test_host_only.cc, which can ask CUDA itself.
+  EXPECT_EQ(loomGetMemoryKinds(nullptr), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("kinds is NULL"), std::string::npos);
+}
+
 TEST(Api, ErrorStringForEveryResult) {
   std::set<std::string> seen;
   for (int r = loomSuccess; r < loomNumResults; ++r) {

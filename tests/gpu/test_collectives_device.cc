@@ -89,6 +89,53 @@ TEST_P(DeviceCollectives, DeviceResidentScalar) {
                options);
 }
 
+// A device scalar is read in stream order: the value a copy enqueued before the call leaves there (the
+// stream is held for 200 ms first, so a read at call time would see the old one).
+TEST_P(DeviceCollectives, DeviceScalarIsReadInStreamOrder) {
+  const int n = GetParam();
+  loomtest::RunOptions run;
+  run.timeoutSec = 300;
+  std::string failures = loomtest::runRanks(kLaunch, n, run, [&](loomtest::RankContext& ctx) -> std::string {
+    cudaCheck(cudaSetDevice(0), "cudaSetDevice");
+    cudaStream_t stream = nullptr;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const size_t count = 4099;
+    const float one = 1.0f;
+    float* two = nullptr;
+    cudaCheck(cudaMallocHost(reinterpret_cast<void**>(&two), sizeof(float)), "cudaMallocHost");
+    *two = 2.0f;
+    DeviceBuffer scalar(sizeof(float), 5);
+    scalar.upload(&one, sizeof one);
+    std::vector<float> host(count, static_cast<float>(ctx.rank + 1));
+    DeviceBuffer buf(count * sizeof(float), 13);
+    buf.upload(host.data(), count * sizeof(float));
+    loomRedOp_t op{};
+    loomResult_t r = loomRedOpCreatePreMulSum(&op, scalar.data(), loomFloat32, loomScalarDevice, ctx.comm);
+    if (r != loomSuccess) return loomtest::callFailure("loomRedOpCreatePreMulSum", r, ctx.comm);
+    cudaCheck(cudaLaunchHostFunc(stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }, nullptr),
+              "cudaLaunchHostFunc");
+    cudaCheck(cudaMemcpyAsync(scalar.data(), two, sizeof(float), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+    r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, op, ctx.comm, stream);
+    if (r != loomSuccess) return loomtest::callFailure("loomAllReduce", r, ctx.comm);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    std::string problems;
+    const std::vector<uint8_t> bytes = buf.download();
+    const auto* out = reinterpret_cast<const float*>(bytes.data());
+    const float want = static_cast<float>(n * (n + 1));  // 2 x (1 + ... + n)
+    for (size_t i = 0; i < count; ++i)
+      if (out[i] != want) {
+        problems += " element " + std::to_string(i) + " is " + std::to_string(out[i]) + ", want " + std::to_string(want) + ";";
+        break;
+      }
+    problems += buf.checkGuards("buffer");
+    loomRedOpDestroy(op, ctx.comm);
+    cudaFreeHost(two);
+    cudaStreamDestroy(stream);
+    return problems;
+  });
+  EXPECT_EQ(failures, "");
+}
+
 // 1 MiB+ elements: staging of large buffers (several pinned blocks, plan chunking).
 TEST_P(DeviceCollectives, Large) {
   expectPasses(GetParam(), {{.colls = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter},

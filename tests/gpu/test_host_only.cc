@@ -27,6 +27,8 @@ TEST(HostOnly, HostPointersAreHostMemory) {
   EXPECT_EQ(loom::cuda::queryMemory(&onStack).kind, MemoryKind::Host);
   EXPECT_EQ(loom::cuda::queryMemory(nullptr).kind, MemoryKind::Host);
   EXPECT_FALSE(loom::cuda::isDeviceMemory(v.data()));
+  EXPECT_FALSE(loom::cuda::coveredByPeerAccess(v.data()));
+  EXPECT_FALSE(loom::cuda::coveredByPeerAccess(nullptr));
 }
 
 TEST(HostOnly, AvailabilityAgreesWithTheProbe) {
@@ -37,6 +39,9 @@ TEST(HostOnly, AvailabilityAgreesWithTheProbe) {
     EXPECT_FALSE(loom::cuda::unusableReason().empty());
     std::printf("CUDA unusable here, as expected: %s\n", loom::cuda::unusableReason().c_str());
   }
+  int kinds = 0;
+  ASSERT_EQ(loomGetMemoryKinds(&kinds), loomSuccess);
+  EXPECT_EQ(kinds, LOOM_MEMORY_HOST | (probe.devices > 0 ? LOOM_MEMORY_CUDA : 0));
 }
 
 TEST(HostOnly, CudaEntryPointsFailCleanlyWithoutADevice) {
@@ -66,7 +71,7 @@ TEST(HostOnly, HostScalarsStayWhereTheyAre) {
   const double scalar = 2.5;
   const void* p = &scalar;
   alignas(8) unsigned char storage[8];
-  ASSERT_TRUE(loom::readScalarToHost(&p, loomFloat64, storage).ok());
+  ASSERT_TRUE(loom::readScalarToHost(&p, loomFloat64, storage, nullptr).ok());
   EXPECT_EQ(p, &scalar);
 }
 
@@ -123,6 +128,15 @@ TEST(WithGpu, MemoryKindsOfCudaAllocations) {
   EXPECT_EQ(loom::cuda::queryMemory(dev).device, 0);
   EXPECT_EQ(loom::cuda::queryMemory(managed).kind, MemoryKind::Managed);
   EXPECT_EQ(loom::cuda::queryMemory(pinned).kind, MemoryKind::Host);
+  // What direct mode may let another GPU of this process write into: cudaMalloc's, not a stream pool's.
+  void* pooled = nullptr;
+  cudaCheck(cudaMallocAsync(&pooled, 4096, nullptr), "cudaMallocAsync");
+  cudaCheck(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
+  EXPECT_TRUE(loom::cuda::coveredByPeerAccess(dev));
+  EXPECT_TRUE(loom::cuda::coveredByPeerAccess(static_cast<char*>(dev) + 100));
+  EXPECT_FALSE(loom::cuda::coveredByPeerAccess(pooled));
+  EXPECT_FALSE(loom::cuda::coveredByPeerAccess(pinned));
+  cudaFreeAsync(pooled, nullptr);
   cudaFree(dev);
   cudaFree(managed);
   cudaFreeHost(pinned);

@@ -2,13 +2,30 @@
 
 #include <c10/util/Exception.h>
 
+#include "loom.h"
+
 namespace loomtorch {
+
+namespace {
+
+bool libraryServesCuda() {
+  static const bool serves = [] {
+    int kinds = 0;
+    return loomGetMemoryKinds(&kinds) == loomSuccess && (kinds & LOOM_MEMORY_CUDA) != 0;
+  }();
+  return serves;
+}
+
+}  // namespace
 
 void checkTensor(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.defined(), "Loom ", what, ": undefined tensor");
   TORCH_CHECK(t.layout() == at::kStrided, "Loom ", what, ": only dense tensors are supported, got ", t.layout());
   TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "Loom ", what, ": tensors on ", t.device(),
               " are not supported (Loom serves CPU and CUDA tensors)");
+  TORCH_CHECK(!t.device().is_cuda() || libraryServesCuda(), "Loom ", what,
+              ": a CUDA tensor, but the Loom library in use serves host memory only (it was built without "
+              "CUDA, or finds no usable CUDA driver or device; LOOM_DEBUG=INFO says which)");
 }
 
 void checkSameShape(const at::Tensor& a, const at::Tensor& b, const char* what) {

@@ -8,7 +8,8 @@
 
 namespace loomtorch {
 
-// Refuses what Loom cannot serve (sparse tensors, devices other than CPU and CUDA).
+// Refuses what Loom cannot serve (sparse tensors, devices other than CPU and CUDA, CUDA tensors when
+// the library in use has no CUDA: it would read their device pointers as host memory).
 void checkTensor(const at::Tensor& t, const char* what);
 void checkSameShape(const at::Tensor& a, const at::Tensor& b, const char* what);
 // The one tensor of a single-device call.
