@@ -8,6 +8,7 @@
 #include "core/async_engine.h"
 #include "core/device_plans.h"    // [CUDA hook, issue 8]
 #include "core/device_staging.h"  // [CUDA hook, issue 8]
+#include "core/stream_capture.h"   // [CUDA hook, issue 8]
 #include "core/executor.h"
 #include "core/planner.h"
 #include "core/signature_check.h"
@@ -117,7 +118,10 @@ Status runHostOperations(const std::vector<Operation>& ops) {
 // else over pinned host copies (core/device_staging.h); without CUDA, or with host buffers only, this
 // is runHostOperations(ops).
 Status runStaged(const std::vector<Operation>& ops) { return runWithDeviceStaging(ops, runHostOperations); }
-Status runOperations(const std::vector<Operation>& ops) { return runWithDevicePlans(ops, runStaged); }
+Status runOperations(const std::vector<Operation>& ops) {
+  LOOM_TRY(refuseCapturingStreams(ops));
+  return runWithDevicePlans(ops, runStaged);
+}
 
 }  // namespace
 

@@ -136,6 +136,41 @@ TEST_P(DeviceCollectives, DeviceScalarIsReadInStreamOrder) {
   EXPECT_EQ(failures, "");
 }
 
+// A collective on a stream being captured into a CUDA graph is refused before anything is enqueued:
+// the capture ends cleanly, and the communicator still works afterwards.
+TEST_P(DeviceCollectives, StreamCaptureIsRefusedCleanly) {
+  loomtest::RunOptions run;
+  run.timeoutSec = 300;
+  std::string failures = loomtest::runRanks(kLaunch, GetParam(), run, [&](loomtest::RankContext& ctx) -> std::string {
+    cudaCheck(cudaSetDevice(0), "cudaSetDevice");
+    cudaStream_t stream = nullptr;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const size_t count = 1000;
+    std::vector<float> host(count, 1.0f);
+    DeviceBuffer buf(count * sizeof(float), 17);
+    buf.upload(host.data(), count * sizeof(float));
+    std::string problems;
+    cudaCheck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    const loomResult_t captured = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
+    const std::string why = loomGetLastError(ctx.comm);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    if (captured != loomInvalidUsage) problems += " the captured call returned " + std::to_string(captured) + ";";
+    if (why.find("captured into a CUDA graph") == std::string::npos) problems += " its error says: " + why + ";";
+    if (ended != cudaSuccess) problems += std::string(" the capture broke: ") + cudaGetErrorString(ended) + ";";
+    if (graph) cudaGraphDestroy(graph);
+    const loomResult_t after = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
+    if (after != loomSuccess) return problems + loomtest::callFailure("loomAllReduce after the capture", after, ctx.comm);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    const std::vector<uint8_t> bytes = buf.download();
+    const float got = reinterpret_cast<const float*>(bytes.data())[count - 1];
+    if (got != static_cast<float>(GetParam())) problems += " after the capture: " + std::to_string(got) + ";";
+    cudaStreamDestroy(stream);
+    return problems;
+  });
+  EXPECT_EQ(failures, "");
+}
+
 // 1 MiB+ elements: staging of large buffers (several pinned blocks, plan chunking).
 TEST_P(DeviceCollectives, Large) {
   expectPasses(GetParam(), {{.colls = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter},
