@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <mutex>
 #include <thread>
 
+#include "algorithms/device_channels.h"
 #include "base/datatype.h"
 #include "base/env.h"
 #include "base/log.h"
@@ -72,6 +75,8 @@ class DevicePlans final : public DevicePlanState {
   // Set up and read under the communicator's `busy` lock.
   Setup setup = Setup::NotYet;
   std::unique_ptr<P2pFifos> fifos;
+  // maxLanesPerChannel by (collective, algorithm, root): the same for every operation of that shape.
+  std::map<std::tuple<int, int, int>, uint64_t> lanesPerChannel;
   cuda::HostFlags flags;
   cuda::HostFlags::Flag abortFlag;
   cuda::EventHandle lastLaunch;  // launches share the FIFOs: each follows the one before
@@ -134,10 +139,38 @@ int deviceOfBuffers(const Operation& op) {
 
 bool runsOnDevice(const Operation& op) { return op.count > 0; }
 
+// LOOM_DEVICE_NCHANNELS: the p2p transport's channels, the most a plan kernel splits an operation over
+// (algorithms/device_channels.h picks per operation). Every rank must use the same value.
+uint32_t deviceChannelSetting() {
+  constexpr int64_t kDefault = 32, kMost = 64;
+  const int64_t v = envInt("LOOM_DEVICE_NCHANNELS", kDefault);
+  if (v >= 1 && v <= kMost) return static_cast<uint32_t>(v);
+  LOOM_WARN(Init, "LOOM_DEVICE_NCHANNELS={} is outside 1..{}; using {}", v, kMost, kDefault);
+  return kDefault;
+}
+
+// The request's channel count for a plan kernel: deviceChannels over this communicator's limits, or
+// LOOM_NCHANNELS when set (within them). Every rank decides alike: same shape, same agreed limits.
+Status adjustDeviceChannels(loomComm* comm, Algorithm algo, PlanRequest* req) {
+  DevicePlans& st = stateOf(comm);
+  const auto key = std::make_tuple(static_cast<int>(req->coll), static_cast<int>(algo), req->root);
+  auto found = st.lanesPerChannel.find(key);
+  if (found == st.lanesPerChannel.end()) {
+    uint64_t lanes = 0;
+    LOOM_TRY(maxLanesPerChannel(algo, *req, &lanes));
+    found = st.lanesPerChannel.emplace(key, lanes).first;
+  }
+  DeviceChannelLimits limits{static_cast<int>(st.fifos->nchannels()), st.fifos->laneBudget()};
+  if (comm->settings.forcedChannels > 0) limits.maxChannels = std::min(limits.maxChannels, comm->settings.forcedChannels);
+  const uint64_t bytes = comm->settings.forcedChannels > 0 ? UINT64_MAX : deviceOperationBytes(*req);
+  req->nchannels = deviceChannels(bytes, found->second, limits);
+  return Status::Ok();
+}
+
 Status setUp(loomComm* comm, int device) {
   DevicePlans& st = stateOf(comm);
   P2pFifoOptions options;
-  options.nchannels = static_cast<uint32_t>(comm->transports->nchannels());
+  options.nchannels = deviceChannelSetting();
   options.nslots = static_cast<uint32_t>(comm->settings.nslots);
   options.slotBytes = comm->transports->slotBytes();
   options.policy = p2pPolicyFromEnvironment();
@@ -329,7 +362,8 @@ Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops, c
       continue;
     }
     BoundPlan bp;
-    LOOM_TRY(planCollective(comm, *op, &bp, false));
+    LOOM_TRY(planCollective(comm, *op, &bp, false,
+                            [comm](Algorithm algo, PlanRequest* req) { return adjustDeviceChannels(comm, algo, req); }));
     plans.push_back(std::move(bp));
   }
   if (!p2p.empty()) {

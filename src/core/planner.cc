@@ -145,11 +145,13 @@ Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, loomStream_t 
   return Status::Ok();
 }
 
-Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool hostTemporaries) {
+Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool hostTemporaries,
+                      const PlanAdjustment& adjust) {
   Algorithm algo = Algorithm::Ring;
   PlanRequest req;
   std::string note;
   LOOM_TRY(choosePlan(comm, op, &algo, &req, &note));
+  if (adjust) LOOM_TRY(adjust(algo, &req));
   out->call = op;
   out->seq = comm->opCount;
   out->describe = describeCollective;

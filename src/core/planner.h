@@ -3,8 +3,10 @@
 // overlaps the output in a way the in-place rules do not allow).
 #pragma once
 
+#include <functional>
 #include <vector>
 
+#include "algorithms/builders.h"
 #include "core/executor.h"
 #include "core/operation.h"
 
@@ -13,7 +15,11 @@ namespace loom {
 // `hostTemporaries`: allocate the scratch and staged-send copies in host memory (false: the caller
 // provides them where the plan runs, sized by Plan::scratchElems and, when stageFrom is set, the send
 // bytes).
-Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool hostTemporaries = true);
+// `adjust`: when set, may change the tuned request before the plan is built (the device plans choose
+// their own channel count, core/device_plans.cc); it must decide the same on every rank.
+using PlanAdjustment = std::function<Status(Algorithm, PlanRequest*)>;
+Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool hostTemporaries = true,
+                      const PlanAdjustment& adjust = {});
 // All send/recv operations of one group on one communicator, in call order.
 Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out);
 

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "kernels/cuda/memory_kind.h"
+#include "kernels/cuda/plan_launch.h"
 
 namespace loom {
 
@@ -18,6 +19,9 @@ struct P2pOffer {
   int32_t device = -1;
   int32_t policy = static_cast<int32_t>(P2pPolicy::Auto);
   uint32_t ok = 0;  // the block is allocated and exported (first round) or every peer mapped (second)
+  uint32_t residentBlocks = 0;  // plan-kernel blocks its GPU holds at once
+  uint32_t nchannels = 0, nslots = 0;  // the FIFO layout: every rank must use the same
+  uint64_t slotBytes = 0;
   uint64_t address = 0;         // the block in its own process (used by ranks of the same process)
   char busId[32] = {0};         // the GPU, as every process names it (ordinals depend on CUDA_VISIBLE_DEVICES)
   cudaIpcMemHandle_t handle{};  // the block, for other processes
@@ -32,6 +36,18 @@ size_t alignLine(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 
 void setWhy(P2pOffer* offer, const std::string& text) {
   std::snprintf(offer->why, sizeof offer->why, "%s", text.c_str());
+}
+
+// P2pFifos::laneBudget, from every rank's offer alike.
+uint32_t agreedLaneBudget(const std::vector<P2pOffer>& offers) {
+  uint32_t budget = UINT32_MAX;
+  for (const P2pOffer& gpu : offers) {
+    uint32_t sharing = 0;
+    for (const P2pOffer& o : offers)
+      sharing += o.hostHash == gpu.hostHash && std::strncmp(o.busId, gpu.busId, sizeof o.busId) == 0 ? 1 : 0;
+    budget = std::min(budget, gpu.residentBlocks / std::max(1u, sharing) / 2);
+  }
+  return std::max(1u, budget);
 }
 
 }  // namespace
@@ -159,6 +175,10 @@ Status P2pFifos::create(PeerExchange& exchange, const std::vector<PeerLocation>&
   mine.policy = static_cast<int32_t>(options.policy);
   Status local = cuda::cudaStatus(scope.error(), "cudaSetDevice");
   if (local.ok()) local = cuda::cudaStatus(cudaDeviceGetPCIBusId(mine.busId, sizeof mine.busId, device), "cudaDeviceGetPCIBusId");
+  if (local.ok()) local = cuda::cudaStatus(cuda::planKernelCapacity(device, &mine.residentBlocks), "plan kernel occupancy");
+  mine.nchannels = f->options_.nchannels;
+  mine.nslots = f->options_.nslots;
+  mine.slotBytes = f->options_.slotBytes;
   if (local.ok() && options.policy != P2pPolicy::Off) local = f->allocate();
   if (local.ok() && f->own_) local = cuda::cudaStatus(cudaIpcGetMemHandle(&mine.handle, f->own_), "cudaIpcGetMemHandle");
   mine.ok = local.ok() && options.policy != P2pPolicy::Off;
@@ -177,10 +197,18 @@ Status P2pFifos::create(PeerExchange& exchange, const std::vector<PeerLocation>&
   const P2pPolicy policy = combineP2pPolicies(policies);
   for (int r = 0; r < f->nranks_ && why->empty(); ++r)
     if (!offers[r].ok) *why = offers[r].why;
+  for (int r = 1; r < f->nranks_ && why->empty(); ++r)
+    if (offers[r].nchannels != offers[0].nchannels || offers[r].nslots != offers[0].nslots ||
+        offers[r].slotBytes != offers[0].slotBytes)
+      *why = fmt::format("ranks 0 and {} lay out their FIFOs differently ({} and {} channels, {} and {} slots of {} and "
+                         "{} bytes): LOOM_DEVICE_NCHANNELS, LOOM_FIFO_SLOTS and LOOM_CHUNK_BYTES must agree",
+                         r, offers[0].nchannels, offers[r].nchannels, offers[0].nslots, offers[r].nslots,
+                         offers[0].slotBytes, offers[r].slotBytes);
   for (int a = 0; a < f->nranks_ && why->empty(); ++a)
     for (int b = a + 1; b < f->nranks_ && why->empty(); ++b)
       *why = p2pPairRefusal(endpoints[a], a, endpoints[b], b, policy);
   if (!why->empty()) return Status::Ok();  // every rank saw the same offers and stops here
+  f->laneBudget_ = agreedLaneBudget(offers);
 
   // Second round: whether every rank could map every peer's block.
   const std::string mapFailure = f->mapPeers(offers);
@@ -204,8 +232,11 @@ Status P2pFifos::create(PeerExchange& exchange, const std::vector<PeerLocation>&
       f->recvs_[i] = f->fifoIn(f->own_, f->rank_, peer, c, f->sameProcess_[peer]);
     }
   }
-  LOOM_INFO(Init, "rank {}: p2p FIFOs on GPU {} ({} KiB, {} channel(s) x {} slots of {} KiB per peer)", f->rank_,
-            mine.busId, f->ownBytes_ >> 10, f->options_.nchannels, f->options_.nslots, f->options_.slotBytes >> 10);
+  LOOM_INFO(Init,
+            "rank {}: p2p FIFOs on GPU {} ({} KiB, {} channel(s) x {} slots of {} KiB per peer; launches of at most {} "
+            "blocks)",
+            f->rank_, mine.busId, f->ownBytes_ >> 10, f->options_.nchannels, f->options_.nslots,
+            f->options_.slotBytes >> 10, f->laneBudget_);
   *out = std::move(f);
   return Status::Ok();
 }

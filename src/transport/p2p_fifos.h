@@ -66,6 +66,10 @@ class P2pFifos {
   // another GPU: it then reaches only memory that peer access covers (cudaMalloc, not stream-ordered
   // pools or cuMem allocations).
   bool directPeersOnOtherGpus() const { return directPeersOnOtherGpus_; }
+  // Blocks one rank's launch may use, the same on every rank: the fewest, over the GPUs of the job, of
+  // the plan kernel's resident blocks shared by the ranks on that GPU, halved (the application's own
+  // kernels need SMs too, and every block of every rank must be resident while they wait on each other).
+  uint32_t laneBudget() const { return laneBudget_; }
   // After a failure peers may still write into this rank's block: it is then kept (not freed) until
   // the process ends, so that a late write cannot land in memory the application got back.
   void keepBlockAfterFailure() { keepBlock_ = true; }
@@ -89,6 +93,7 @@ class P2pFifos {
   std::vector<bool> ipcOpened_;    // by rank: mapped with cudaIpcOpenMemHandle (closed when done)
   std::vector<bool> sameProcess_;  // by rank: shares this process's address space (direct mode)
   bool directPeersOnOtherGpus_ = false;
+  uint32_t laneBudget_ = 1;
   std::vector<cuda::DeviceFifo> sends_, recvs_;
   bool keepBlock_ = false;
 };

@@ -67,6 +67,23 @@ __global__ void __launch_bounds__(kPlanThreads) planSequenceKernel(const void* s
 
 }  // namespace
 
+int planKernelCapacity(int device, uint32_t* blocks) {
+  int sms = 0;
+  cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return err;
+  int fewest = 0;
+  bool first = true;
+  for (int d = 0; d < loomNumTypes && err == cudaSuccess; ++d)
+    withElem(static_cast<loomDataType_t>(d), [&](auto elem) {
+      int perSm = 0;
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planSequenceKernel<decltype(elem)>, kPlanThreads, 0);
+      if (err == cudaSuccess && (first || perSm < fewest)) fewest = perSm, first = false;
+    });
+  if (err != cudaSuccess) return err;
+  *blocks = static_cast<uint32_t>(sms) * static_cast<uint32_t>(fewest);
+  return cudaSuccess;
+}
+
 int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loomDataType_t dtype, Stream stream) {
   if (blocks == 0) return cudaSuccess;
   if (!sequenceOnDevice) return cudaErrorInvalidValue;

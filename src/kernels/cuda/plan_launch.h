@@ -19,6 +19,10 @@ namespace loom::cuda {
 // Returns a cudaError_t value (0: launched; kernel failures surface in the lane statuses).
 int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loomDataType_t dtype, Stream stream);
 
+// How many plan-kernel blocks `device` holds resident at once (SMs x blocks per SM, for the kernel of
+// the most demanding dtype), into *blocks. Returns a cudaError_t value.
+int planKernelCapacity(int device, uint32_t* blocks);
+
 // Threads per lane (block).
 inline constexpr unsigned kPlanThreads = 512;
 
