@@ -250,6 +250,17 @@ std::vector<uint8_t> directBuffersOf(const P2pFifos& fifos, const std::vector<ch
   return direct;
 }
 
+// The transport's FIFO table ([peer * nchannels + channel]) cut down to the first `used` channels, so
+// that a small operation's encoding (copied to the GPU at every launch) does not carry 32 channels.
+std::vector<cuda::DeviceFifo> fifoTable(std::span<const cuda::DeviceFifo> all, uint32_t nchannels, uint32_t used) {
+  std::vector<cuda::DeviceFifo> table;
+  const size_t nranks = all.size() / nchannels;
+  table.reserve(nranks * used);
+  for (size_t peer = 0; peer < nranks; ++peer)
+    for (uint32_t c = 0; c < used; ++c) table.push_back(all[peer * nchannels + c]);
+  return table;
+}
+
 // Encodes plans [first, end) (one dtype) as one sequence and launches it on `stream`.
 Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, size_t end, cudaStream_t stream) {
   DevicePlans& st = stateOf(comm);
@@ -270,6 +281,7 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
   const size_t n = end - first;
   std::vector<std::vector<char*>> buffers(n);
   std::vector<std::vector<uint8_t>> direct(n);
+  std::vector<std::vector<cuda::DeviceFifo>> sends(n), recvs(n);
   std::vector<cuda::DevicePlanBindings> bindings(n);
   std::vector<size_t> planBytes(n), firstStatus(n);
   size_t lanes = 0;
@@ -292,9 +304,11 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
     b.op = bp.op;
     b.buffers = buffers[k];
     b.directBuffers = direct[k];
-    b.nchannels = fifos.nchannels();
-    b.sends = fifos.sends();
-    b.recvs = fifos.recvs();
+    b.nchannels = std::clamp<uint32_t>(bp.plan->nchannels, 1, fifos.nchannels());
+    sends[k] = fifoTable(fifos.sends(), fifos.nchannels(), b.nchannels);
+    recvs[k] = fifoTable(fifos.recvs(), fifos.nchannels(), b.nchannels);
+    b.sends = sends[k];
+    b.recvs = recvs[k];
     b.abort = const_cast<uint32_t*>(st.abortFlag.device);
     b.timeoutNs = static_cast<uint64_t>(std::max<int64_t>(comm->settings.timeoutMs, 0)) * 1000000u;
     planBytes[k] = cuda::devicePlanBytes(*bp.plan, b);
