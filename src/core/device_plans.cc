@@ -11,6 +11,8 @@
 #include <tuple>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <atomic>
 #include <thread>
 
 #include "algorithms/device_channels.h"
@@ -20,6 +22,7 @@
 #include "core/communicator.h"
 #include "core/device_plan.h"
 #include "core/planner.h"
+#include "core/stream_capture.h"
 #include "kernels/cuda/cuda_reduce.h"
 #include "kernels/cuda/event_handle.h"
 #include "kernels/cuda/host_flags.h"
@@ -80,9 +83,16 @@ class DevicePlans final : public DevicePlanState {
   cuda::HostFlags flags;
   cuda::HostFlags::Flag abortFlag;
   cuda::EventHandle lastLaunch;  // launches share the FIFOs: each follows the one before
+  // The same within one CUDA graph capture: the last launch captured, and into which capture.
+  cuda::EventHandle lastCaptured;
+  unsigned long long lastCaptureId = 0;
 
-  std::mutex mutex;  // guards `launches`: loomCommGetAsyncError looks at them from any thread
+  std::mutex mutex;  // guards `launches` and `captured`: loomCommGetAsyncError looks at them from any thread
   std::deque<std::unique_ptr<Launch>> launches;
+  // Launches captured into CUDA graphs: their encoded plans are copied to the GPU at every replay and
+  // their lanes report into the same statuses, so they are kept for the communicator's lifetime (the
+  // graphs must not be replayed after it; see device_plans.h).
+  std::vector<std::unique_ptr<Launch>> captured;
 
  private:
   std::atomic<bool> failed_{false};
@@ -120,6 +130,24 @@ void reapLocked(loomComm* comm, DevicePlans& st) {
     }
     st.launches.pop_front();
   }
+}
+
+// A failure some replay of a captured launch reported (lanes that have not reported yet, or report
+// done, are no failure: a replay may be running).
+void reapCapturedLocked(loomComm* comm, DevicePlans& st) {
+  for (const auto& l : st.captured)
+    for (const Launch::Entry& e : l->entries) {
+      const Plan& plan = *e.bound.plan;
+      const std::span<const DeviceLaneStatus> lanes(l->statuses + e.firstStatus, plan.lanes.size());
+      const bool failed = std::any_of(lanes.begin(), lanes.end(), [](const DeviceLaneStatus& s) {
+        const auto outcome = static_cast<cuda::DeviceLaneOutcome>(
+            std::atomic_ref<uint32_t>(const_cast<uint32_t&>(s.outcome)).load(std::memory_order_acquire));
+        return outcome != cuda::DeviceLaneOutcome::NotReported && outcome != cuda::DeviceLaneOutcome::Done;
+      });
+      if (!failed) continue;
+      failComm(comm, cuda::devicePlanResult(plan, lanes).withContext(describePlan(e.bound) + ", in a CUDA graph"));
+      return;
+    }
 }
 
 // The GPU that every buffer the operation uses on this rank is on, or -1 when one of them is not
@@ -261,8 +289,10 @@ std::vector<cuda::DeviceFifo> fifoTable(std::span<const cuda::DeviceFifo> all, u
   return table;
 }
 
-// Encodes plans [first, end) (one dtype) as one sequence and launches it on `stream`.
-Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, size_t end, cudaStream_t stream) {
+// Encodes plans [first, end) (one dtype) as one sequence and launches it on `stream`; `captured`: the
+// stream is being captured into a CUDA graph.
+Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, size_t end, cudaStream_t stream,
+                 bool captured) {
   DevicePlans& st = stateOf(comm);
   const P2pFifos& fifos = *st.fifos;
   const loomDataType_t dtype = plans[first].dtype;  // the plans move into the launch below
@@ -346,9 +376,12 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
   LOOM_CUDA_TRY(cudaMemcpyAsync(onDevice, blob, layout.total, cudaMemcpyHostToDevice, stream));
   LOOM_TRY(cuda::cudaStatus(cuda::launchDevicePlanSequence(onDevice, blocks, dtype, stream),
                             "launching the plan kernel"));
-  LOOM_TRY(launch->done.record(stream));
+  if (!captured) LOOM_TRY(launch->done.record(stream));
   std::lock_guard<std::mutex> lock(st.mutex);
-  st.launches.push_back(std::move(launch));
+  if (captured)
+    st.captured.push_back(std::move(launch));
+  else
+    st.launches.push_back(std::move(launch));
   return Status::Ok();
 }
 
@@ -360,6 +393,7 @@ Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops, c
   {
     std::lock_guard<std::mutex> lock(st.mutex);
     reapLocked(comm, st);
+    reapCapturedLocked(comm, st);
   }
   LOOM_TRY(checkCommUsable(comm));
   const int device = st.fifos->device();
@@ -394,8 +428,25 @@ Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops, c
   for (const Operation* op : ops)
     if (asCuda(op->stream) != stream && std::find(others.begin(), others.end(), asCuda(op->stream)) == others.end())
       others.push_back(asCuda(op->stream));
-  // After this communicator's previous launch and after everything already on the group's streams.
-  LOOM_TRY(st.lastLaunch.orderBefore(stream));
+  // In a CUDA graph capture every stream of the group must be in the same one. A captured launch is
+  // not ordered after the communicator's earlier launches (an event from outside the capture would
+  // invalidate it): the application orders replays with the communicator's other work, as with NCCL.
+  StreamCapture capture;
+  LOOM_TRY(captureOf(ops.front()->stream, &capture));
+  for (const Operation* op : ops) {
+    StreamCapture c;
+    LOOM_TRY(captureOf(op->stream, &c));
+    if (c.active != capture.active || c.id != capture.id)
+      return errorStatus(loomInvalidUsage,
+                         "{} on {}: the streams of one group must all be captured into the same CUDA graph, or none",
+                         operationName(*op), comm->describe());
+  }
+  std::optional<RelaxedCaptureMode> relaxed;  // the launch's pinned and stream-ordered allocations
+  if (capture.active) relaxed.emplace();
+  // After this communicator's previous launch (in this capture, when capturing) and after everything
+  // already on the group's streams.
+  if (!capture.active) LOOM_TRY(st.lastLaunch.orderBefore(stream));
+  if (capture.active && st.lastCaptureId == capture.id) LOOM_TRY(st.lastCaptured.orderBefore(stream));
   for (cudaStream_t other : others) {
     cuda::EventHandle joined;
     LOOM_TRY(joined.record(other));
@@ -405,13 +456,15 @@ Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops, c
   for (size_t first = 0; first < plans.size() && launched.ok();) {
     size_t end = first;
     while (end < plans.size() && plans[end].dtype == plans[first].dtype) ++end;
-    launched = launchRun(comm, plans, first, end, stream);
+    launched = launchRun(comm, plans, first, end, stream, capture.active);
     first = end;
   }
   // Whatever was enqueued, later work on these streams and later launches wait for it.
-  Status ordered = st.lastLaunch.record(stream);
+  cuda::EventHandle& after = capture.active ? st.lastCaptured : st.lastLaunch;
+  Status ordered = after.record(stream);
+  if (capture.active) st.lastCaptureId = capture.id;
   for (cudaStream_t other : others)
-    if (ordered.ok()) ordered = st.lastLaunch.orderBefore(other);
+    if (ordered.ok()) ordered = after.orderBefore(other);
   if (launched.ok()) launched = ordered;
   if (!launched.ok()) failComm(comm, launched);  // the peers' lanes wait for this rank: stop ours, fail the call
   return launched;
@@ -453,9 +506,21 @@ Status runWithDevicePlans(const std::vector<Operation>& ops, HostRunner next) {
         pending.emplace_back(comm, device[i]);
       }
     }
+    for (auto [comm, device] : pending)
+      for (const Operation& op : ops) {
+        StreamCapture capture;
+        LOOM_TRY(captureOf(op.stream, &capture));
+        if (op.comm == comm && capture.active)
+          return errorStatus(loomInvalidUsage,
+                             "{} on {}: the communicator sets up its GPU transport at its first operation on "
+                             "device buffers, which cannot happen during CUDA graph capture: run one such "
+                             "operation before capturing (nothing was enqueued)",
+                             operationName(op), comm->describe());
+      }
     if (!pending.empty()) LOOM_TRY(setUpAll(pending));
     for (size_t i = 0; i < ops.size(); ++i)
       if (device[i] < 0 || stateOf(ops[i].comm).setup != DevicePlans::Setup::Ready) rest.push_back(ops[i]);
+    LOOM_TRY(refuseCapturingStreams(rest));  // before anything of the group is launched
     for (loomComm* comm : comms) {
       if (stateOf(comm).setup != DevicePlans::Setup::Ready) continue;
       std::vector<const Operation*> mine;
@@ -476,6 +541,7 @@ void pollDeviceLaunches(loomComm* comm) {
   DevicePlans& st = stateOf(comm);
   std::lock_guard<std::mutex> lock(st.mutex);
   reapLocked(comm, st);
+  reapCapturedLocked(comm, st);
 }
 
 }  // namespace loom

@@ -17,6 +17,12 @@
 //   operations' plans one after the other (kernels/cuda/plan_launch.h). Launches of one communicator
 //   are ordered after each other whatever streams they are on (the FIFOs are shared), and a group's
 //   launch after every stream its operations named (and those streams after it).
+// - CUDA graphs: a launch on a stream being captured is captured (its encoded plans, copied to the GPU
+//   at every replay, and its lanes' statuses stay in pinned memory for the communicator's lifetime;
+//   a failure in any replay is reported like any other). The communicator must have set up its
+//   transport before (one operation on device buffers outside the capture), a captured launch follows
+//   the communicator's earlier launches of the same capture only, and the application orders replays
+//   with the communicator's other work and ends them before destroying it, as NCCL asks.
 // - Errors: every lane reports how it ended into pinned host memory; a launch whose lanes failed (a
 //   timeout after LOOM_TIMEOUT_MS, a message of the wrong size, an abort) fails the communicator,
 //   seen by loomCommGetAsyncError and the next call. loomCommAbort and any other failure of the

@@ -13,6 +13,7 @@
 #include "base/datatype.h"
 #include "base/env.h"
 #include "core/communicator.h"
+#include "core/stream_capture.h"
 #include "kernels/cuda/event_handle.h"
 #include "kernels/cuda/memory_kind.h"
 #include "kernels/cuda/host_flags.h"
@@ -354,6 +355,12 @@ Status readScalarToHost(const void** scalar, loomDataType_t dtype, void* storage
   if (info.kind != MemoryKind::Device) return Status::Ok();
   cuda::DeviceScope scope(info.device);
   LOOM_CUDA_TRY(scope.error());
+  StreamCapture capture;
+  LOOM_TRY(captureOf(stream, &capture));
+  if (capture.active)
+    return errorStatus(loomInvalidUsage,
+                       "a PreMulSum scalar in device memory (loomScalarDevice) is read when the operation is called, "
+                       "which cannot happen during CUDA graph capture; use loomScalarHostImmediate there");
   const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   LOOM_CUDA_TRY(cudaMemcpyAsync(storage, *scalar, dataTypeSize(dtype), cudaMemcpyDeviceToHost, s));
   LOOM_CUDA_TRY(cudaStreamSynchronize(s));

@@ -117,11 +117,12 @@ Status runHostOperations(const std::vector<Operation>& ops) {
 // [CUDA hook, issue 8] Device buffers run as plan kernels where every rank can (core/device_plans.h),
 // else over pinned host copies (core/device_staging.h); without CUDA, or with host buffers only, this
 // is runHostOperations(ops).
-Status runStaged(const std::vector<Operation>& ops) { return runWithDeviceStaging(ops, runHostOperations); }
-Status runOperations(const std::vector<Operation>& ops) {
+// Stream capture (CUDA graphs) is refused for what the plan kernels leave (core/stream_capture.h).
+Status runStaged(const std::vector<Operation>& ops) {
   LOOM_TRY(refuseCapturingStreams(ops));
-  return runWithDevicePlans(ops, runStaged);
+  return runWithDeviceStaging(ops, runHostOperations);
 }
+Status runOperations(const std::vector<Operation>& ops) { return runWithDevicePlans(ops, runStaged); }
 
 }  // namespace
 
