@@ -390,6 +390,9 @@ Status launchRun(loomComm* comm, std::vector<BoundPlan>& plans, size_t first, si
 // `devices[i]`: the GPU of ops[i]'s buffers (deviceOfBuffers, asked once per call).
 Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops, const std::vector<int>& devices) {
   DevicePlans& st = stateOf(comm);
+  // A capture in global mode, here or in another thread, would refuse the event queries and
+  // allocations below (and be invalidated by them): none of them touches a capturing stream.
+  RelaxedCaptureMode relaxed;
   {
     std::lock_guard<std::mutex> lock(st.mutex);
     reapLocked(comm, st);
@@ -441,8 +444,6 @@ Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops, c
                          "{} on {}: the streams of one group must all be captured into the same CUDA graph, or none",
                          operationName(*op), comm->describe());
   }
-  std::optional<RelaxedCaptureMode> relaxed;  // the launch's pinned and stream-ordered allocations
-  if (capture.active) relaxed.emplace();
   // After this communicator's previous launch (in this capture, when capturing) and after everything
   // already on the group's streams.
   if (!capture.active) LOOM_TRY(st.lastLaunch.orderBefore(stream));
@@ -540,6 +541,8 @@ void pollDeviceLaunches(loomComm* comm) {
   if (!comm->devicePlans) return;
   DevicePlans& st = stateOf(comm);
   std::lock_guard<std::mutex> lock(st.mutex);
+  if (st.launches.empty() && st.captured.empty()) return;  // no CUDA call for host-only communicators
+  RelaxedCaptureMode relaxed;  // event queries while some thread captures a graph (launchForComm says why)
   reapLocked(comm, st);
   reapCapturedLocked(comm, st);
 }
