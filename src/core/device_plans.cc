@@ -5,15 +5,14 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
-#include <tuple>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <atomic>
 #include <thread>
+#include <tuple>
 
 #include "algorithms/device_channels.h"
 #include "base/datatype.h"
@@ -135,6 +134,7 @@ void reapLocked(loomComm* comm, DevicePlans& st) {
 // A failure some replay of a captured launch reported (lanes that have not reported yet, or report
 // done, are no failure: a replay may be running).
 void reapCapturedLocked(loomComm* comm, DevicePlans& st) {
+  if (!checkCommUsable(comm).ok()) return;  // already failed (and told): a failure stays in the statuses
   for (const auto& l : st.captured)
     for (const Launch::Entry& e : l->entries) {
       const Plan& plan = *e.bound.plan;
