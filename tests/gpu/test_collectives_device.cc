@@ -28,6 +28,13 @@ constexpr Launch kLaunch = Launch::Processes;
 #else
 constexpr Launch kLaunch = Launch::Threads;
 #endif
+// Whether a call on device buffers returns before its stream reaches it: processes are staged in
+// stream order, plan kernels are launched; threads without plan kernels are staged synchronously.
+#if defined(LOOM_GPU_PROCESSES) || defined(LOOM_GPU_DEVICE_PLANS)
+constexpr bool kCallsReturnAtOnce = true;
+#else
+constexpr bool kCallsReturnAtOnce = false;
+#endif
 
 void expectPasses(int nranks, const std::vector<MatrixSpec>& specs, const DeviceRunOptions& options = {}) {
   loomtest::RunOptions run;
@@ -49,6 +56,23 @@ std::vector<MatrixSpec> reductionSpecs(Coll coll) {
   MatrixSpec rotated{.colls = {coll}, .crossDtypeOp = false};
   MatrixSpec full{.colls = {coll}, .counts = {1000}, .inPlace = {false}};
   return {rotated, full};
+}
+
+// Runs `body(ctx, stream)` on each of n ranks with GPU 0 current and a non-blocking stream of the
+// rank's own (destroyed afterwards); every rank must return "".
+template <class Body>
+void expectOnEveryRank(int n, Body body) {
+  loomtest::RunOptions run;
+  run.timeoutSec = 300;
+  const std::string failures = loomtest::runRanks(kLaunch, n, run, [&](loomtest::RankContext& ctx) -> std::string {
+    cudaCheck(cudaSetDevice(0), "cudaSetDevice");
+    cudaStream_t stream = nullptr;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    std::string problems = body(ctx, stream);
+    cudaStreamDestroy(stream);
+    return problems;
+  });
+  EXPECT_EQ(failures, "");
 }
 
 class DeviceCollectives : public ::testing::TestWithParam<int> {
@@ -93,12 +117,7 @@ TEST_P(DeviceCollectives, DeviceResidentScalar) {
 // stream is held for 200 ms first, so a read at call time would see the old one).
 TEST_P(DeviceCollectives, DeviceScalarIsReadInStreamOrder) {
   const int n = GetParam();
-  loomtest::RunOptions run;
-  run.timeoutSec = 300;
-  std::string failures = loomtest::runRanks(kLaunch, n, run, [&](loomtest::RankContext& ctx) -> std::string {
-    cudaCheck(cudaSetDevice(0), "cudaSetDevice");
-    cudaStream_t stream = nullptr;
-    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  expectOnEveryRank(n, [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
     const size_t count = 4099;
     const float one = 1.0f;
     float* two = nullptr;
@@ -130,22 +149,15 @@ TEST_P(DeviceCollectives, DeviceScalarIsReadInStreamOrder) {
     problems += buf.checkGuards("buffer");
     loomRedOpDestroy(op, ctx.comm);
     cudaFreeHost(two);
-    cudaStreamDestroy(stream);
     return problems;
   });
-  EXPECT_EQ(failures, "");
 }
 
 // A collective on a stream being captured into a CUDA graph before the communicator ever ran on device
 // buffers (plan kernels set their transport up then), or one that would be staged through host memory,
 // is refused before anything is enqueued: the capture ends cleanly, and the communicator still works.
 TEST_P(DeviceCollectives, StreamCaptureIsRefusedCleanly) {
-  loomtest::RunOptions run;
-  run.timeoutSec = 300;
-  std::string failures = loomtest::runRanks(kLaunch, GetParam(), run, [&](loomtest::RankContext& ctx) -> std::string {
-    cudaCheck(cudaSetDevice(0), "cudaSetDevice");
-    cudaStream_t stream = nullptr;
-    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  expectOnEveryRank(GetParam(), [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
     const size_t count = 1000;
     std::vector<float> host(count, 1.0f);
     DeviceBuffer buf(count * sizeof(float), 17);
@@ -166,22 +178,15 @@ TEST_P(DeviceCollectives, StreamCaptureIsRefusedCleanly) {
     const std::vector<uint8_t> bytes = buf.download();
     const float got = reinterpret_cast<const float*>(bytes.data())[count - 1];
     if (got != static_cast<float>(GetParam())) problems += " after the capture: " + std::to_string(got) + ";";
-    cudaStreamDestroy(stream);
     return problems;
   });
-  EXPECT_EQ(failures, "");
 }
 
 // As plan kernels, a collective captured into a CUDA graph (after one outside it set the transport up)
 // runs at every replay on what the buffer then holds; staged, the capture is refused.
 TEST_P(DeviceCollectives, CapturedIntoACudaGraph) {
   const int n = GetParam();
-  loomtest::RunOptions run;
-  run.timeoutSec = 300;
-  std::string failures = loomtest::runRanks(kLaunch, n, run, [&](loomtest::RankContext& ctx) -> std::string {
-    cudaCheck(cudaSetDevice(0), "cudaSetDevice");
-    cudaStream_t stream = nullptr;
-    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  expectOnEveryRank(n, [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
     const size_t count = 70001;
     DeviceBuffer buf(count * sizeof(float), 19);
     auto fill = [&](float v) {
@@ -225,10 +230,8 @@ TEST_P(DeviceCollectives, CapturedIntoACudaGraph) {
 #endif
     if (graph) cudaGraphDestroy(graph);
     problems += buf.checkGuards("buffer");
-    cudaStreamDestroy(stream);
     return problems;
   });
-  EXPECT_EQ(failures, "");
 }
 
 // 1 MiB+ elements: staging of large buffers (several pinned blocks, plan chunking).
@@ -254,19 +257,15 @@ TEST_P(DeviceCollectives, SlotsOnlyWithoutDirectMode) {
 #endif
 
 // Stream order: the stream is held for 300 ms by a host function before two collectives on it.
-// Ranks that are processes get NCCL's semantics: the calls return while the stream is still held, and
-// the work happens in stream order after it. Ranks that are threads of one process are staged
-// synchronously (src/core/device_staging.h says why), so there the first call waits for the stream.
+// Ranks that are processes, and plan kernels, get NCCL's semantics: the calls return while the stream
+// is still held, and the work happens in stream order after it. Ranks that are threads of one process
+// without plan kernels are staged synchronously (src/core/device_staging.h says why), so there the
+// first call waits for the stream.
 TEST_P(DeviceCollectives, OrderedOnTheCallersStream) {
   const int n = GetParam();
-  loomtest::RunOptions run;
-  run.timeoutSec = 300;
-  std::string failures = loomtest::runRanks(kLaunch, n, run, [&](loomtest::RankContext& ctx) -> std::string {
+  expectOnEveryRank(n, [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
     using Clock = std::chrono::steady_clock;
     auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    cudaCheck(cudaSetDevice(0), "cudaSetDevice");
-    cudaStream_t stream = nullptr;
-    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     const size_t count = (size_t{1} << 20) + 3;
     std::vector<float> host(count, static_cast<float>(ctx.rank + 1));
     DeviceBuffer buf(count * sizeof(float), 11);
@@ -295,15 +294,13 @@ TEST_P(DeviceCollectives, OrderedOnTheCallersStream) {
         break;
       }
     problems += buf.checkGuards("buffer");
-    if (kLaunch == loomtest::Launch::Processes && callMs > 150)
+    if (kCallsReturnAtOnce && callMs > 150)
       problems += " the call waited for the held stream (" + std::to_string(callMs) + " ms);";
-    if (kLaunch == loomtest::Launch::Threads && callMs < 250)
+    if (!kCallsReturnAtOnce && callMs < 250)
       problems += " threads stage synchronously, yet the call returned after " + std::to_string(callMs) + " ms;";
     if (totalMs < 290) problems += " the work did not wait for the held stream (" + std::to_string(totalMs) + " ms);";
-    cudaStreamDestroy(stream);
     return problems;
   });
-  EXPECT_EQ(failures, "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DeviceCollectives, ::testing::Values(2, 3, 4),

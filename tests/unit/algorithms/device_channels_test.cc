@@ -8,14 +8,7 @@ namespace loom {
 namespace {
 
 PlanRequest request(Collective coll, int nranks, uint64_t count, int root = 0) {
-  PlanRequest req;
-  req.coll = coll;
-  req.nranks = nranks;
-  req.root = root;
-  req.count = count;
-  req.elemSize = 4;
-  req.chunkElems = 65536;
-  return req;
+  return PlanRequest{.coll = coll, .nranks = nranks, .root = root, .count = count, .elemSize = 4, .chunkElems = 65536};
 }
 
 TEST(DeviceChannels, GrowWithTheBytesUpToTheTransportsChannels) {
