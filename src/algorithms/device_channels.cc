@@ -30,7 +30,11 @@ int deviceChannels(uint64_t bytes, uint64_t lanesPerChannel, const DeviceChannel
 }
 
 uint64_t deviceOperationBytes(const PlanRequest& req) {
-  return std::max(sendBufferElems(req), recvBufferElems(req)) * req.elemSize;
+  // As the root sees it, whichever rank asks: a gather's or scatter's root holds n blocks where the
+  // other ranks hold one, and every rank must reach the same channel count.
+  PlanRequest root = req;
+  root.rank = req.root;
+  return std::max(sendBufferElems(root), recvBufferElems(root)) * req.elemSize;
 }
 
 }  // namespace loom

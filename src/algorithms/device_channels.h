@@ -32,7 +32,8 @@ Status maxLanesPerChannel(Algorithm algo, const PlanRequest& req, uint64_t* lane
 // the lane budget (1 when even one channel does not fit: the launch then says so).
 int deviceChannels(uint64_t bytes, uint64_t lanesPerChannel, const DeviceChannelLimits& limits);
 
-// The bytes a rank's buffers hold for the request (the larger of send and receive), for deviceChannels.
+// The bytes the busiest rank's buffers hold for the request (the larger of send and receive; the
+// root's for rooted collectives), for deviceChannels: the same whichever rank asks.
 uint64_t deviceOperationBytes(const PlanRequest& req);
 
 }  // namespace loom

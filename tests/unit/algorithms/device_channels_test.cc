@@ -54,6 +54,21 @@ TEST(DeviceChannels, OperationBytesAreTheLargerBuffer) {
   EXPECT_EQ(deviceOperationBytes(request(Collective::AllReduce, 4, 1000)), 4000u);
   EXPECT_EQ(deviceOperationBytes(request(Collective::AllGather, 4, 1000)), 16000u);
   EXPECT_EQ(deviceOperationBytes(request(Collective::ReduceScatter, 4, 1000)), 16000u);
+  EXPECT_EQ(deviceOperationBytes(request(Collective::Gather, 4, 1000, 2)), 16000u);  // the root's
+}
+
+// Every rank must split an operation over the same channels: what it asks cannot depend on its rank.
+TEST(DeviceChannels, OperationBytesAreTheSameOnEveryRank) {
+  for (Collective coll : {Collective::AllReduce, Collective::Broadcast, Collective::Reduce, Collective::AllGather,
+                          Collective::ReduceScatter, Collective::AlltoAll, Collective::Gather, Collective::Scatter})
+    for (int root : {0, 3}) {
+      PlanRequest req = request(coll, 5, 1 << 20, root);
+      const uint64_t atRoot = deviceOperationBytes(req);
+      for (int r = 0; r < 5; ++r) {
+        req.rank = r;
+        EXPECT_EQ(deviceOperationBytes(req), atRoot) << collectiveName(coll) << " root " << root << " rank " << r;
+      }
+    }
 }
 
 }  // namespace
