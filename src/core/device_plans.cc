@@ -36,8 +36,6 @@ namespace {
 using cuda::DeviceLaneStatus;
 using cuda::MemoryKind;
 
-cudaStream_t asCuda(loomStream_t s) { return reinterpret_cast<cudaStream_t>(s); }
-
 // One launch until its stream passed it: the encoded plans and the lanes' statuses live in one
 // pinned block (the kernel writes the statuses there), kept until then.
 struct Launch {
@@ -426,11 +424,11 @@ Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops, c
 
   cuda::DeviceScope scope(device);
   LOOM_CUDA_TRY(scope.error());
-  const cudaStream_t stream = asCuda(ops.front()->stream);
+  const cudaStream_t stream = ops.front()->stream;
   std::vector<cudaStream_t> others;
   for (const Operation* op : ops)
-    if (asCuda(op->stream) != stream && std::find(others.begin(), others.end(), asCuda(op->stream)) == others.end())
-      others.push_back(asCuda(op->stream));
+    if (op->stream != stream && std::find(others.begin(), others.end(), op->stream) == others.end())
+      others.push_back(op->stream);
   // In a CUDA graph capture every stream of the group must be in the same one. A captured launch is
   // not ordered after the communicator's earlier launches (an event from outside the capture would
   // invalidate it): the application orders replays with the communicator's other work, as with NCCL.

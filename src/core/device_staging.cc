@@ -26,8 +26,6 @@ namespace {
 using cuda::MemoryInfo;
 using cuda::MemoryKind;
 
-cudaStream_t asCuda(loomStream_t s) { return reinterpret_cast<cudaStream_t>(s); }
-
 // One pinned copy of a device range: the union of an operation's send and receive ranges when they
 // overlap (in-place layouts keep their pointer relations), else one range each.
 struct Region {
@@ -57,7 +55,7 @@ Status enqueueCopies(const std::vector<Copy>& copies) {
   for (const Copy& c : copies) {
     cuda::DeviceScope scope(c.deviceId);
     LOOM_CUDA_TRY(scope.error());
-    LOOM_CUDA_TRY(cudaMemcpyAsync(c.to, c.from, c.bytes, c.kind, asCuda(c.stream)));
+    LOOM_CUDA_TRY(cudaMemcpyAsync(c.to, c.from, c.bytes, c.kind, c.stream));
   }
   return Status::Ok();
 }
@@ -112,7 +110,7 @@ class Staging {
   Status synchronize() const {
     cuda::DeviceScope scope(device_);
     LOOM_CUDA_TRY(scope.error());
-    LOOM_CUDA_TRY(cudaStreamSynchronize(asCuda(stream_)));
+    LOOM_CUDA_TRY(cudaStreamSynchronize(stream_));
     return Status::Ok();
   }
 
@@ -263,7 +261,7 @@ bool streamOrdered(const std::vector<Operation>& ops, const Stagings& stagings) 
   if (envInt("LOOM_DEVICE_ASYNC", 1) == 0) return false;
   for (size_t i = 0; i < ops.size(); ++i) {
     const loomStream_t stream = ops[i].stream;
-    if (!stagings[i]->touchesCuda() || stream == nullptr || asCuda(stream) == cudaStreamLegacy) return false;
+    if (!stagings[i]->touchesCuda() || stream == nullptr || stream == cudaStreamLegacy) return false;
     if (ops[i].comm->transports && ops[i].comm->transports->hasPeerInThisProcess()) return false;
   }
   return true;
@@ -281,10 +279,10 @@ Status enqueueStreamWork(InFlight& f) {
   cuda::DeviceScope scope(s.device());
   LOOM_CUDA_TRY(scope.error());
   LOOM_TRY(s.enqueueCopyIn());
-  LOOM_TRY(f.gate->inputsCopied().record(asCuda(s.stream())));
+  LOOM_TRY(f.gate->inputsCopied().record(s.stream()));
   LOOM_CUDA_TRY(cuda::enqueueHostFlagWait(f.gate->flag().device, s.stream()));
   LOOM_TRY(s.enqueueCopyOut());
-  return f.outputsCopied.record(asCuda(s.stream()));
+  return f.outputsCopied.record(s.stream());
 }
 
 // Queues the operations (planned over pinned memory, gated) first and only then enqueues their stream
@@ -361,9 +359,8 @@ Status readScalarToHost(const void** scalar, loomDataType_t dtype, void* storage
     return errorStatus(loomInvalidUsage,
                        "a PreMulSum scalar in device memory (loomScalarDevice) is read when the operation is called, "
                        "which cannot happen during CUDA graph capture; use loomScalarHostImmediate there");
-  const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  LOOM_CUDA_TRY(cudaMemcpyAsync(storage, *scalar, dataTypeSize(dtype), cudaMemcpyDeviceToHost, s));
-  LOOM_CUDA_TRY(cudaStreamSynchronize(s));
+  LOOM_CUDA_TRY(cudaMemcpyAsync(storage, *scalar, dataTypeSize(dtype), cudaMemcpyDeviceToHost, stream));
+  LOOM_CUDA_TRY(cudaStreamSynchronize(stream));
   *scalar = storage;
   return Status::Ok();
 }

@@ -30,7 +30,7 @@ Status captureOf(loomStream_t stream, StreamCapture* out) {
   if (!stream) return Status::Ok();  // the legacy stream cannot be captured while other work uses it
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
-  if (cudaStreamGetCaptureInfo(reinterpret_cast<cudaStream_t>(stream), &status, &id) != cudaSuccess) {
+  if (cudaStreamGetCaptureInfo(stream, &status, &id) != cudaSuccess) {
     cudaGetLastError();
     return Status::Ok();  // not a stream CUDA knows: the operation's own checks say what is wrong with it
   }

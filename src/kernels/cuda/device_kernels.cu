@@ -42,7 +42,7 @@ int launch(loomDataType_t dtype, const ElementwiseArgs& args, Stream stream) {
   withElem(dtype, [&](auto elem) {
     using E = decltype(elem);
     const LaunchShape shape = launchShape(args.count, sizeof(typename E::Storage));
-    elementwiseKernel<E><<<shape.blocks, shape.threads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(args);
+    elementwiseKernel<E><<<shape.blocks, shape.threads, 0, stream>>>(args);
     known = true;
   });
   if (!known) return cudaErrorInvalidValue;
@@ -81,7 +81,7 @@ int copyArrayAsync(void* dst, const void* src, size_t count, loomDataType_t dtyp
   if (!finalize || op.post == PostOpKind::None) {
     if (dst == src || count == 0) return cudaSuccess;
     return static_cast<int>(cudaMemcpyAsync(dst, src, count * elemSize, cudaMemcpyDefault,
-                                            reinterpret_cast<cudaStream_t>(stream)));
+                                            stream));
   }
   return launch(dtype, makeArgs(dst, src, nullptr, count, elemSize, op, finalize), stream);
 }

@@ -99,7 +99,7 @@ int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loom
       err = cudaErrorCooperativeLaunchTooLarge;
       return;
     }
-    planSequenceKernel<E><<<blocks, kPlanThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(sequenceOnDevice);
+    planSequenceKernel<E><<<blocks, kPlanThreads, 0, stream>>>(sequenceOnDevice);
     err = cudaGetLastError();
   });
   if (!known) return cudaErrorInvalidValue;

@@ -21,7 +21,7 @@ __global__ void waitForHostFlag(const volatile uint32_t* flag) {
 }  // namespace
 
 int enqueueHostFlagWait(const volatile uint32_t* deviceFlag, Stream stream) {
-  waitForHostFlag<<<1, 1, 0, reinterpret_cast<cudaStream_t>(stream)>>>(deviceFlag);
+  waitForHostFlag<<<1, 1, 0, stream>>>(deviceFlag);
   return static_cast<int>(cudaGetLastError());
 }
 
