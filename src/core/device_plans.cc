@@ -433,14 +433,14 @@ Status launchForComm(loomComm* comm, const std::vector<const Operation*>& ops, c
   // not ordered after the communicator's earlier launches (an event from outside the capture would
   // invalidate it): the application orders replays with the communicator's other work, as with NCCL.
   StreamCapture capture;
-  LOOM_TRY(captureOf(ops.front()->stream, &capture));
-  for (const Operation* op : ops) {
+  LOOM_TRY(captureOf(stream, &capture));
+  for (cudaStream_t other : others) {
     StreamCapture c;
-    LOOM_TRY(captureOf(op->stream, &c));
+    LOOM_TRY(captureOf(other, &c));
     if (c.active != capture.active || c.id != capture.id)
       return errorStatus(loomInvalidUsage,
-                         "{} on {}: the streams of one group must all be captured into the same CUDA graph, or none",
-                         operationName(*op), comm->describe());
+                         "{}: the streams of one group must all be captured into the same CUDA graph, or none",
+                         comm->describe());
   }
   // After this communicator's previous launch (in this capture, when capturing) and after everything
   // already on the group's streams.
@@ -482,7 +482,10 @@ Status runWithDevicePlans(const std::vector<Operation>& ops, HostRunner next) {
     device[i] = deviceOfBuffers(ops[i]);
     any = any || device[i] >= 0;
   }
-  if (!any) return next(ops);
+  if (!any) {
+    LOOM_TRY(refuseCapturingStreams(ops));  // nothing for plan kernels: what is captured cannot run
+    return next(ops);
+  }
   // A communicator's point-to-point operations are one plan: all on the device, or none.
   for (size_t i = 0; i < ops.size(); ++i)
     if (ops[i].coll == Collective::SendRecv && device[i] < 0)
@@ -499,23 +502,22 @@ Status runWithDevicePlans(const std::vector<Operation>& ops, HostRunner next) {
     std::vector<std::pair<loomComm*, int>> pending;
     for (loomComm* comm : comms) {
       LOOM_TRY(checkCommUsable(comm));
-      if (stateOf(comm).setup == DevicePlans::Setup::NotYet) {
-        size_t i = 0;
-        while (ops[i].comm != comm || device[i] < 0) ++i;  // its first operation on the device
-        pending.emplace_back(comm, device[i]);
-      }
-    }
-    for (auto [comm, device] : pending)
+      if (stateOf(comm).setup != DevicePlans::Setup::NotYet) continue;
+      size_t i = 0;
+      while (ops[i].comm != comm || device[i] < 0) ++i;  // its first operation on the device
+      // The setup exchanges with every rank and allocates: nothing a capture may hold.
       for (const Operation& op : ops) {
         StreamCapture capture;
-        LOOM_TRY(captureOf(op.stream, &capture));
-        if (op.comm == comm && capture.active)
+        if (op.comm == comm) LOOM_TRY(captureOf(op.stream, &capture));
+        if (capture.active)
           return errorStatus(loomInvalidUsage,
                              "{} on {}: the communicator sets up its GPU transport at its first operation on "
                              "device buffers, which cannot happen during CUDA graph capture: run one such "
                              "operation before capturing (nothing was enqueued)",
                              operationName(op), comm->describe());
       }
+      pending.emplace_back(comm, device[i]);
+    }
     if (!pending.empty()) LOOM_TRY(setUpAll(pending));
     for (size_t i = 0; i < ops.size(); ++i)
       if (device[i] < 0 || stateOf(ops[i].comm).setup != DevicePlans::Setup::Ready) rest.push_back(ops[i]);

@@ -53,7 +53,9 @@ class DevicePlanState {
 // A communicator's state, made at init (nothing CUDA happens until its first device operation).
 std::unique_ptr<DevicePlanState> makeDevicePlanState();
 
-// Runs those of `ops` that can run as plan kernels (above) and hands the others to `next`, in call order.
+// Runs those of `ops` that can run as plan kernels (above) and hands the others to `next`, in call order;
+// refuses the call, before anything is launched, when one of the others is on a stream being captured
+// into a CUDA graph (core/stream_capture.h).
 Status runWithDevicePlans(const std::vector<Operation>& ops, HostRunner next);
 
 // Looks at the communicator's finished launches: a launch whose lanes failed fails the communicator.

@@ -8,7 +8,6 @@
 #include "core/async_engine.h"
 #include "core/device_plans.h"    // [CUDA hook, issue 8]
 #include "core/device_staging.h"  // [CUDA hook, issue 8]
-#include "core/stream_capture.h"   // [CUDA hook, issue 8]
 #include "core/executor.h"
 #include "core/planner.h"
 #include "core/signature_check.h"
@@ -117,11 +116,9 @@ Status runHostOperations(const std::vector<Operation>& ops) {
 // [CUDA hook, issue 8] Device buffers run as plan kernels where every rank can (core/device_plans.h),
 // else over pinned host copies (core/device_staging.h); without CUDA, or with host buffers only, this
 // is runHostOperations(ops).
-// Stream capture (CUDA graphs) is refused for what the plan kernels leave (core/stream_capture.h).
-Status runStaged(const std::vector<Operation>& ops) {
-  LOOM_TRY(refuseCapturingStreams(ops));
-  return runWithDeviceStaging(ops, runHostOperations);
-}
+// What is on a stream being captured into a CUDA graph and cannot run as plan kernels never gets
+// here: runWithDevicePlans refuses it (core/stream_capture.h).
+Status runStaged(const std::vector<Operation>& ops) { return runWithDeviceStaging(ops, runHostOperations); }
 Status runOperations(const std::vector<Operation>& ops) { return runWithDevicePlans(ops, runStaged); }
 
 }  // namespace

@@ -107,14 +107,14 @@ template <class P>
 LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t bytes,
                                      LaneShared& sh, StepClaim& claim) {
   const DevicePlanHeader& h = plan.header();
+  if (s.recvFifo >= 0) claim.recvSeq = p.loadRelaxed(plan.recvFifo(s.recvFifo).head);  // this lane alone writes it
   if (s.postsDst) {
     // Every step before this one is done (the barrier that ended it), so dst may be written from now on.
     const DeviceFifo& f = plan.recvFifo(s.recvFifo);
-    const uint64_t seq = p.loadRelaxed(f.head);  // this lane is the only writer of its head
-    DeviceDirectPost& post = f.posts[seq % f.nslots];
+    DeviceDirectPost& post = f.posts[claim.recvSeq % f.nslots];
     p.storeRelaxed(&post.address, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(plan.at(s.dstBuffer, s.dstOffset))));
     p.storeRelaxed(&post.bytes, bytes);
-    p.storeRelease(&post.seq, seq + 1);
+    p.storeRelease(&post.seq, claim.recvSeq + 1);
   }
   if (s.sendFifo >= 0) {
     const DeviceFifo& f = plan.sendFifo(s.sendFifo);
@@ -128,7 +128,6 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
   }
   if (s.recvFifo >= 0) {
     const DeviceFifo& f = plan.recvFifo(s.recvFifo);
-    claim.recvSeq = p.loadRelaxed(f.head);
     const DeviceLaneOutcome o = waitAtLeast(p, h, f.tail, claim.recvSeq + 1);
     if (o != DeviceLaneOutcome::Done) {
       claim.peer = s.recvPeer;
