@@ -32,7 +32,8 @@ struct OneMessage {
     std::memset(mesh.view(0, 1, 0).slots, kUntouched, kSlots * kSlotBytes);
   }
 
-  std::vector<loom::Status> run(uint32_t senderDelayMs, uint32_t receiverDelayMs) {
+  // Over `over` (default: this message's mesh, which has posts).
+  std::vector<loom::Status> run(uint32_t senderDelayMs, uint32_t receiverDelayMs, const HostFifoMesh* over = nullptr) {
     EmulationOptions options;
     uint32_t abortWord = 0;
     options.abort = &abortWord;
@@ -41,7 +42,7 @@ struct OneMessage {
     char* src = source.data();
     char* dst = destination.data();
     return runEmulated({RankRun{&send, {nullptr, nullptr, nullptr, src}}, RankRun{&recv, {nullptr, nullptr, nullptr, dst}}},
-                       mesh, loomUint8, loom::ReduceOp{}, options);
+                       over ? *over : mesh, loomUint8, loom::ReduceOp{}, options);
   }
 
   uint64_t sizeWord() const { return mesh.view(0, 1, 0).sizes[0]; }
@@ -89,12 +90,8 @@ TEST(DirectMode, APostOfAnotherSizeIsNeverWrittenInto) {
 // Without posts in the FIFOs (ranks in different processes) nothing is posted and the slot carries it.
 TEST(DirectMode, FifosWithoutPostsUseTheSlots) {
   OneMessage m(1000, 1000);
-  HostFifoMesh plain(2, 1, kSlots, kSlotBytes);
-  EmulationOptions options;
-  options.startDelayMs = {kHeadStartMs, 0};
-  const auto results = runEmulated({RankRun{&m.send, {nullptr, nullptr, nullptr, m.source.data()}},
-                                    RankRun{&m.recv, {nullptr, nullptr, nullptr, m.destination.data()}}},
-                                   plain, loomUint8, loom::ReduceOp{}, options);
+  const HostFifoMesh plain(2, 1, kSlots, kSlotBytes);
+  const auto results = m.run(kHeadStartMs, 0, &plain);  // the receiver waits first, as above
   ASSERT_TRUE(results[1].ok()) << results[1].message();
   EXPECT_EQ(plain.view(0, 1, 0).sizes[0], uint64_t{1000});
   EXPECT_EQ(std::memcmp(plain.view(0, 1, 0).slots, m.source.data(), m.bytes), 0);
