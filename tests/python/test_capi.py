@@ -49,8 +49,9 @@ def test_collectives_on_threads():
         c.all_reduce(m, op="max")
         np.testing.assert_array_equal(m, [n - 1, 0])
         got = np.zeros(2, dtype=np.uint8)
+        payload = np.full(2, r, dtype=np.uint8)  # alive until the group ends: the send runs there
         with group():
-            c.send(np.full(2, r, dtype=np.uint8), (r + 1) % n)
+            c.send(payload, (r + 1) % n)
             c.recv(got, (r - 1) % n)
         np.testing.assert_array_equal(got, np.full(2, (r - 1) % n))
 

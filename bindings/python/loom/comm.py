@@ -42,7 +42,8 @@ def _buf(a, name):
 
 @contextlib.contextmanager
 def group():
-    """loomGroupStart/loomGroupEnd around the calls made inside (on any communicator)."""
+    """loomGroupStart/loomGroupEnd around the calls made inside (on any communicator). The calls run
+    when the block ends: keep their arrays alive until then (not temporaries made in the call)."""
     capi.loomGroupStart()
     try:
         yield
