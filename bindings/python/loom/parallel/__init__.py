@@ -1,0 +1,24 @@
+"""loom.parallel: data, tensor and pipeline parallelism for torch over the "loom" backend.
+
+    import torch.distributed as dist, loom.torch, loom.parallel as lp
+    dist.init_process_group("loom")
+    mesh = lp.init_mesh(tp=2, pp=2, dp=2)
+
+One module per concept: mesh (rank layout, groups), data_parallel + buckets + zero (DP, ZeRO-1/2),
+mappings + tensor_parallel + cross_entropy (TP, sequence parallelism), schedules + schedule_check +
+schedule_sim + pipeline (PP), grads (sums across groups after backward), gpt (the example's model).
+"""
+from .cross_entropy import vocab_parallel_cross_entropy
+from .data_parallel import DataParallel
+from .grads import finalize_grads
+from .mesh import Mesh, init_mesh, rank_groups
+from .pipeline import Pipeline, split_layers
+from .schedule_check import ScheduleError, check
+from .schedule_sim import simulate
+from .schedules import build as build_schedule
+from .tensor_parallel import ColumnParallelLinear, RowParallelLinear, VocabParallelEmbedding
+from .zero import ZeroOptimizer
+
+__all__ = ["ColumnParallelLinear", "DataParallel", "Mesh", "Pipeline", "RowParallelLinear", "ScheduleError",
+           "VocabParallelEmbedding", "ZeroOptimizer", "build_schedule", "check", "finalize_grads", "init_mesh",
+           "rank_groups", "simulate", "split_layers", "vocab_parallel_cross_entropy"]
