@@ -56,7 +56,7 @@ run_tests() {  # run_tests DIR MESON-TEST-ARGS...: runs them and adds the result
 SECONDS=0
 setup build-asan address,undefined
 mapfile -t asan_tests < <(meson test -C build-asan --no-rebuild --list --suite api --suite core \
-  --suite algorithms --suite kernels --suite topology 2>/dev/null | sed 's|.* / ||' | grep -Ev "$ASAN_LEFT_OUT")
+  --suite algorithms --suite device --suite kernels --suite topology 2>/dev/null | sed 's|.* / ||' | grep -Ev "$ASAN_LEFT_OUT")
 if build build-asan "${asan_tests[@]}"; then
   echo "asan build: ${SECONDS}s"
   run_tests build-asan "${asan_tests[@]}"

@@ -5,7 +5,8 @@
 
 namespace loom {
 
-// hostname, the host identity hash of topology/host_identity.h (hostname + boot id, or LOOM_HOSTID), pid.
+// hostname, the host identity hash of topology/host_identity.h (hostname + boot id, or LOOM_HOSTID), pid,
+// and this process's random nonce (made anew in a forked child).
 RankInfo describeThisProcess();
 
 }  // namespace loom

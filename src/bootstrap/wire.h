@@ -34,6 +34,9 @@ struct RankInfo {
   SocketAddress listenAddress;
   uint64_t hostHash = 0;  // same value <=> same host (hostname + boot id)
   int32_t pid = 0;
+  // Random, made once per process: a pid repeats across PID namespaces (containers) on one host, so
+  // two ranks share an address space only when host, pid and nonce all agree.
+  uint64_t processNonce = 0;
   int32_t cudaDevice = -1;
   char hostname[64] = {0};
 };

@@ -9,7 +9,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/api_result.h"
 #include "core/communicator.h"
-#include "core/device_staging.h"
+#include "device/device_layer.h"
 
 using namespace loom;
 
@@ -45,7 +45,7 @@ LOOM_API loomResult_t loomGetVersion(int* version) {
 
 LOOM_API loomResult_t loomGetMemoryKinds(int* kinds) {
   if (!kinds) return finishCall(nullptr, invalidArgument("loomGetMemoryKinds: kinds is NULL"));
-  *kinds = LOOM_MEMORY_HOST | (deviceMemoryUsable() ? LOOM_MEMORY_CUDA : 0);
+  *kinds = LOOM_MEMORY_HOST | (device::cudaUsable() ? LOOM_MEMORY_CUDA : 0);
   return loomSuccess;
 }
 
@@ -93,7 +93,7 @@ LOOM_API loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* de
   return apiCall(nullptr, [&]() -> Status {
     if (!comms) return invalidArgument("loomCommInitAll: comms is NULL");
     if (ndev < 1) return invalidArgument("loomCommInitAll: ndev {} must be at least 1", ndev);
-    if (devlist) LOOM_TRY(checkDeviceList(ndev, devlist));  // a clear error without CUDA or with a bad device
+    if (devlist) LOOM_TRY(device::checkDeviceList(ndev, devlist));  // a clear error without CUDA or with a bad device
     UniqueIdData data;
     LOOM_TRY(createUniqueId(&data));
     loomUniqueId id = encodeUniqueId(data);
@@ -192,7 +192,7 @@ LOOM_API loomResult_t loomCommAbort(loomComm_t comm) {
 
 LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError) {
   if (!comm || !asyncError) return finishCall(comm, invalidArgument("loomCommGetAsyncError: NULL argument"));
-  pollDeviceLaunches(comm);  // a finished plan kernel whose lanes failed fails the communicator now
+  if (comm->device) comm->device->poll();  // a finished plan kernel whose lanes failed fails the communicator now
   *asyncError = static_cast<loomResult_t>(comm->asyncError.load());
   return loomSuccess;
 }

@@ -46,7 +46,7 @@ AsyncEngine::~AsyncEngine() {
   thread_.join();
 }
 
-void AsyncEngine::submit(uint64_t id, CommWork work, bool collective, std::vector<std::shared_ptr<OperationGate>> gates) {
+void AsyncEngine::submit(uint64_t id, CommWork work, bool collective, std::vector<std::shared_ptr<device::OperationGate>> gates) {
   auto task = std::make_unique<Task>();
   task->id = id;
   task->collective = collective;

@@ -2,7 +2,7 @@
 // the calling thread (already validated and planned) and run here. Collectives start in call order,
 // each after everything before it finished; point-to-point groups only wait for earlier operations
 // that use one of the same (peer, direction) pairs, so a send never waits for a later receive.
-// An operation with gates (core/operation_gate.h: device buffers staged on a CUDA stream) also waits
+// An operation with gates (device/operation_gate.h: device buffers staged on a CUDA stream) also waits
 // until its gates are ready, and tells them when it ended, whether it completed or failed.
 #pragma once
 
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/executor.h"
-#include "core/operation_gate.h"
+#include "device/operation_gate.h"
 
 struct loomComm;
 
@@ -30,7 +30,7 @@ class AsyncEngine {
 
   // `work` holds the plans of operation `id`; `collective` orders it behind everything earlier. It
   // starts once every gate is ready; the engine finishes the gates (it claims them here).
-  void submit(uint64_t id, CommWork work, bool collective, std::vector<std::shared_ptr<OperationGate>> gates = {});
+  void submit(uint64_t id, CommWork work, bool collective, std::vector<std::shared_ptr<device::OperationGate>> gates = {});
   // Waits until every operation up to `id` completed: loomSuccess, loomInProgress when timeoutMs
   // passed first (0: test, <0: forever), or the error that broke the communicator.
   Status wait(uint64_t id, int64_t timeoutMs);
@@ -42,7 +42,7 @@ class AsyncEngine {
     std::vector<std::pair<int, bool>> links;  // (peer, isSend) pairs a point-to-point task uses
     CommWork work;
     std::unique_ptr<PlanRunner> runner;
-    std::vector<std::shared_ptr<OperationGate>> gates;
+    std::vector<std::shared_ptr<device::OperationGate>> gates;
     uint64_t queuedNs = 0;
   };
   void run();

@@ -76,6 +76,26 @@ int ranksPerHost(const std::vector<PeerLocation>& peers) {
   return static_cast<int>(block);
 }
 
+// What the device layer needs of this communicator (device/device_layer.h).
+device::CommFacts deviceFacts(loomComm* comm, const std::vector<PeerLocation>& peers) {
+  device::CommFacts facts;
+  facts.rank = comm->rank;
+  facts.nranks = comm->nranks;
+  facts.describe = comm->describe();
+  facts.exchange = comm->bootstrap.get();
+  for (const PeerLocation& p : peers) facts.processes.push_back(device::ProcessIdentity{p.hostHash, p.pid, p.processNonce});
+  facts.nslots = comm->settings.nslots;
+  facts.slotBytes = comm->transports->slotBytes();
+  facts.forcedChannels = comm->settings.forcedChannels;
+  facts.timeoutMs = comm->settings.timeoutMs;
+  facts.fail = [comm](const Status& error) {
+    markCommFailed(comm, error, false);
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    comm->lastError = error.message();
+  };
+  return facts;
+}
+
 }  // namespace
 
 Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config) {
@@ -95,7 +115,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
                .withContext(comm->describe() + ": bootstrap"));
   std::vector<PeerLocation> peers;
   for (const RankInfo& info : comm->bootstrap->table())
-    peers.push_back(PeerLocation{info.hostHash, info.pid, info.hostname});
+    peers.push_back(PeerLocation{info.hostHash, info.pid, info.hostname, info.processNonce});
   TransportOptions options;
   options.nchannels = comm->settings.nchannels;
   options.nslots = comm->settings.nslots;
@@ -116,7 +136,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   machine.fifoSlots = static_cast<int>(comm->settings.nslots);
   comm->tuner = std::make_unique<Tuner>(machine);
   comm->tracer = Tracer::fromEnvironment(rank, comm->settings.name);
-  comm->devicePlans = makeDevicePlanState();
+  comm->device = device::makeCommDevice(deviceFacts(comm, peers));
   if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm);
   LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks, {} rank(s) per node)", comm->describe(),
             options.nchannels, options.slotBytes >> 10, machine.ranksInNode());
@@ -141,7 +161,7 @@ void markCommFailed(loomComm* comm, const Status& error, bool ownsConnections) {
   int expected = loomSuccess;
   comm->asyncError.compare_exchange_strong(expected, error.code());
   if (comm->transports) comm->transports->markFailed(error.message(), ownsConnections);
-  if (comm->devicePlans) comm->devicePlans->raiseAbort();  // lanes waiting on peers stop at once
+  if (comm->device) comm->device->raiseAbort();  // plan kernels' lanes waiting on peers stop at once
 }
 
 }  // namespace loom

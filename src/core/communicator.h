@@ -13,9 +13,8 @@
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "core/async_engine.h"
-#include "core/device_plans.h"
-#include "core/device_staging.h"
 #include "core/plan_cache.h"
+#include "device/device_layer.h"
 #include "core/trace.h"
 #include "loom.h"
 #include "transport/transport_set.h"
@@ -61,12 +60,11 @@ struct loomComm {
   std::unique_ptr<loom::Bootstrap> bootstrap;
   std::unique_ptr<loom::TransportSet> transports;
   std::unique_ptr<loom::Tracer> tracer;  // written out when the communicator goes
-  // Stream-ordered device operations in flight; declared before `engine`, which finishes (and opens
-  // the gates of) every queued operation when it goes, so that these only wait for streams.
-  std::unique_ptr<loom::DeviceStreamState> deviceStreams;
-  // Device buffers run as plan kernels over the p2p transport (core/device_plans.h); made at init in
-  // CUDA builds (null otherwise), so that an abort from any thread finds it.
-  std::unique_ptr<loom::DevicePlanState> devicePlans;
+  // Device buffers (src/device: plan kernels, stream-ordered staging in flight); made at init in CUDA
+  // builds (null otherwise), so that an abort from any thread finds it. Declared before `engine`,
+  // which finishes (and opens the gates of) every queued operation when it goes, so that this only
+  // waits for streams.
+  std::unique_ptr<loom::device::CommDevice> device;
   // Nonblocking communicators, and blocking ones once they ran a stream-ordered device operation;
   // declared after `transports` so it stops before they go.
   std::unique_ptr<loom::AsyncEngine> engine;

@@ -2,15 +2,15 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <vector>
 
-#include "core/communicator.h"
 #include "core/async_engine.h"
-#include "core/device_plans.h"    // [CUDA hook, issue 8]
-#include "core/device_staging.h"  // [CUDA hook, issue 8]
+#include "core/communicator.h"
 #include "core/executor.h"
 #include "core/planner.h"
 #include "core/signature_check.h"
+#include "device/device_layer.h"
 
 namespace loom {
 namespace {
@@ -32,18 +32,28 @@ CommWork workFor(loomComm_t comm) {
   return w;
 }
 
+// The communicators of `ops`, each once, in address order: every thread locks them in the same order.
+std::vector<loomComm_t> commsOf(const std::vector<Operation>& ops) {
+  std::vector<loomComm_t> comms;
+  for (const Operation& op : ops) comms.push_back(op.comm);
+  std::sort(comms.begin(), comms.end());
+  comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
+  return comms;
+}
+
+// ---- Host operations ---------------------------------------------------------------------------
+
 // Plans one communicator's share of a group: each collective in call order, then one plan for all
 // its point-to-point operations. A communicator with a progress thread gets them queued there; a
 // blocking one without gets them appended to `blocking` for the caller to run. Gated operations
 // (device buffers staged on a stream) always go to the progress thread, which starts it if needed.
 Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool soleComm, std::vector<CommWork>* blocking) {
-  LOOM_TRY(checkCommUsable(comm));
   const bool gated = std::any_of(ops.begin(), ops.end(), [&](const Operation& op) { return op.comm == comm && op.gate; });
   if (gated && !comm->engine) comm->engine = std::make_unique<AsyncEngine>(comm);
   AsyncEngine* engine = comm->engine.get();
   CommWork w = workFor(comm);
   std::vector<Operation> p2p;
-  std::vector<std::shared_ptr<OperationGate>> p2pGates;
+  std::vector<std::shared_ptr<device::OperationGate>> p2pGates;
   for (const Operation& op : ops) {
     if (op.comm != comm) continue;
     if (op.coll == Collective::SendRecv) {
@@ -59,7 +69,8 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
     if (engine) {
       CommWork single = workFor(comm);
       if (op.count > 0) single.plans.push_back(std::move(bp));
-      engine->submit(comm->opCount, std::move(single), true, op.gate ? std::vector{op.gate} : std::vector<std::shared_ptr<OperationGate>>{});
+      engine->submit(comm->opCount, std::move(single), true,
+                     op.gate ? std::vector{op.gate} : std::vector<std::shared_ptr<device::OperationGate>>{});
     } else if (op.count > 0) {
       w.plans.push_back(std::move(bp));
     }
@@ -85,13 +96,10 @@ Status waitIfBlocking(loomComm_t comm, const std::vector<Operation>& ops) {
   return ungated ? comm->engine->wait(comm->opCount, -1) : Status::Ok();
 }
 
-// Runs (or queues) operations of possibly several communicators; each is locked meanwhile.
+// Runs (or queues) operations on host memory of possibly several communicators, whose `busy` locks
+// the caller holds.
 Status runHostOperations(const std::vector<Operation>& ops) {
-  std::vector<loomComm_t> comms;
-  for (const Operation& op : ops)
-    if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
-  std::vector<std::unique_lock<std::mutex>> locks;
-  for (loomComm_t comm : comms) locks.emplace_back(comm->busy);
+  const std::vector<loomComm_t> comms = commsOf(ops);
   std::vector<CommWork> work;
   std::vector<loomComm_t> blockingComms;
   for (loomComm_t comm : comms) {
@@ -113,13 +121,216 @@ Status runHostOperations(const std::vector<Operation>& ops) {
   return st;
 }
 
-// [CUDA hook, issue 8] Device buffers run as plan kernels where every rank can (core/device_plans.h),
-// else over pinned host copies (core/device_staging.h); without CUDA, or with host buffers only, this
-// is runHostOperations(ops).
-// What is on a stream being captured into a CUDA graph and cannot run as plan kernels never gets
-// here: runWithDevicePlans refuses it (core/stream_capture.h).
-Status runStaged(const std::vector<Operation>& ops) { return runWithDeviceStaging(ops, runHostOperations); }
-Status runOperations(const std::vector<Operation>& ops) { return runWithDevicePlans(ops, runStaged); }
+// Waits until the operations queued on communicators' progress threads are complete (staged
+// buffers are copied back right after).
+Status waitForQueuedWork(const std::vector<Operation>& ops) {
+  Status first;
+  for (loomComm_t comm : commsOf(ops)) {
+    if (!comm->engine) continue;
+    Status st = comm->engine->wait(comm->opCount, -1);
+    if (first.ok() && !st.ok()) first = st;
+  }
+  return first;
+}
+
+// ---- Routing: each operation once, by communicator and memory kind ----------------------------------
+
+enum class Route : uint8_t {
+  Host,    // host memory: the executor, on this thread or the communicator's progress thread
+  Staged,  // CUDA memory through pinned host copies (device_layer.h's runStaged), then as Host
+  Kernel,  // device memory as a plan kernel on the operation's stream (device_layer.h's CommDevice)
+};
+
+struct Routing {
+  std::vector<Route> route;
+  std::vector<device::Placement> where;  // by operation; empty when CUDA is unusable
+  bool any(Route r) const { return std::find(route.begin(), route.end(), r) != route.end(); }
+};
+
+// Where each operation's buffers are decides its route; without usable CUDA every route is Host and
+// nothing here makes a CUDA call.
+Routing routeOperations(const std::vector<Operation>& ops) {
+  Routing r;
+  r.route.assign(ops.size(), Route::Host);
+  if (!device::cudaUsable()) return r;
+  r.where.resize(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    size_t sendBytes = 0, recvBytes = 0;
+    bufferBytes(ops[i], &sendBytes, &recvBytes);
+    r.where[i] = device::placementOf(ops[i].send, sendBytes, ops[i].recv, recvBytes);
+    if (!r.where[i].touchesCuda()) continue;
+    r.route[i] = r.where[i].kernelGpu >= 0 && ops[i].comm->device ? Route::Kernel : Route::Staged;
+  }
+  // A communicator's point-to-point operations are one plan: all plan kernels, or none.
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].coll == Collective::SendRecv && r.route[i] != Route::Kernel)
+      for (size_t j = 0; j < ops.size(); ++j)
+        if (ops[j].comm == ops[i].comm && ops[j].coll == Collective::SendRecv && r.route[j] == Route::Kernel)
+          r.route[j] = Route::Staged;
+  return r;
+}
+
+// Sets plan kernels up on the communicators that meet them for the first time (collectively, see
+// device_layer.h), then sends to staging whatever they cannot run.
+Status settleKernelRoutes(const std::vector<Operation>& ops, Routing* r) {
+  std::vector<std::pair<device::CommDevice*, int>> pending;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    device::CommDevice* dev = ops[i].comm->device.get();
+    if (r->route[i] != Route::Kernel || dev->planKernelSetup() != device::PlanKernelSetup::NotYet) continue;
+    if (std::any_of(pending.begin(), pending.end(), [&](const auto& p) { return p.first == dev; })) continue;
+    // The setup exchanges with every rank and allocates: nothing a capture may hold.
+    for (const Operation& op : ops) {
+      device::StreamCapture capture;
+      if (op.comm == ops[i].comm) LOOM_TRY(device::captureOf(op.stream, &capture));
+      if (capture.active)
+        return errorStatus(loomInvalidUsage,
+                           "{} on {}: the communicator sets up its GPU transport at its first operation on device "
+                           "buffers, which cannot happen during CUDA graph capture: run one such operation before "
+                           "capturing (nothing was enqueued)",
+                           operationName(op), op.comm->describe());
+    }
+    pending.emplace_back(dev, r->where[i].kernelGpu);
+  }
+  if (!pending.empty()) LOOM_TRY(device::setUpPlanKernels(pending));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (r->route[i] != Route::Kernel) continue;
+    const device::CommDevice& dev = *ops[i].comm->device;
+    if (dev.planKernelSetup() != device::PlanKernelSetup::Ready) {
+      if (dev.planKernelsRequired())
+        return errorStatus(loomInvalidUsage, "{} on {}: LOOM_DEVICE_PLANS=require, but plan kernels cannot run: {}",
+                           operationName(ops[i]), ops[i].comm->describe(), dev.planKernelRefusal());
+      r->route[i] = Route::Staged;
+    } else if (r->where[i].kernelGpu != dev.planKernelGpu()) {
+      return errorStatus(loomInvalidUsage, "{} on {}: its buffers are on GPU {}, the communicator runs on GPU {}",
+                         operationName(ops[i]), ops[i].comm->describe(), r->where[i].kernelGpu, dev.planKernelGpu());
+    }
+  }
+  return Status::Ok();
+}
+
+// What runs through the host path (staged or not) on a stream being captured into a CUDA graph is
+// refused, before anything of the group is launched: its host side would not be in the graph.
+Status refuseCapturedHostWork(const std::vector<Operation>& ops, const Routing& r) {
+  if (!device::cudaUsable()) return Status::Ok();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (r.route[i] == Route::Kernel || !ops[i].stream) continue;
+    device::StreamCapture capture;
+    LOOM_TRY(device::captureOf(ops[i].stream, &capture));
+    if (capture.active)
+      return errorStatus(loomInvalidUsage,
+                         "{} on {}: its stream is being captured into a CUDA graph, which Loom supports only for "
+                         "device buffers run as plan kernels (LOOM_DEVICE_PLANS, src/device/README.md); this "
+                         "operation would {}: call it outside the capture (nothing was enqueued)",
+                         operationName(ops[i]), ops[i].comm->describe(),
+                         r.route[i] == Route::Staged ? "be staged through host memory" : "run on host memory");
+  }
+  return Status::Ok();
+}
+
+// ---- Plan kernels -------------------------------------------------------------------------------
+
+device::KernelPlan kernelPlanOf(BoundPlan&& bound) {
+  device::KernelPlan kp;
+  kp.plan = bound.plan;
+  kp.buffers = bound.buffers;
+  kp.dtype = bound.dtype;
+  kp.elemSize = bound.elemSize;
+  kp.op = bound.op;
+  kp.stageFrom = bound.stageFrom;
+  if (kp.stageFrom) {
+    size_t recvBytes = 0;
+    bufferBytes(bound.call, &kp.stageBytes, &recvBytes);
+  }
+  kp.stageScales = bound.stageScales;
+  kp.stageOp = bound.stageOp;
+  auto described = std::make_shared<const BoundPlan>(std::move(bound));  // formatted only for a failure
+  kp.describe = [described] { return describePlan(*described); };
+  return kp;
+}
+
+// One communicator's share of a group as plan kernels: collectives in call order, then one plan for
+// all its point-to-point operations (as the host path orders them).
+Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const Routing& r) {
+  device::CommDevice& dev = *comm->device;
+  const PlanAdjustment adjust = [&dev](Algorithm algo, PlanRequest* req) { return dev.adjustChannels(algo, req); };
+  std::vector<device::KernelPlan> plans;
+  std::vector<loomStream_t> streams;
+  std::vector<Operation> p2p;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].comm != comm || r.route[i] != Route::Kernel) continue;
+    streams.push_back(ops[i].stream);
+    if (ops[i].coll == Collective::SendRecv) {
+      p2p.push_back(ops[i]);
+      continue;
+    }
+    BoundPlan bp;
+    LOOM_TRY(planCollective(comm, ops[i], &bp, false, adjust));
+    plans.push_back(kernelPlanOf(std::move(bp)));
+  }
+  if (!p2p.empty()) {
+    BoundPlan bp;
+    LOOM_TRY(planPointToPoint(comm, p2p, &bp));
+    if (!bp.plan->lanes.empty()) plans.push_back(kernelPlanOf(std::move(bp)));
+  }
+  return dev.launch(plans, streams);
+}
+
+// ---- Staged and host operations -----------------------------------------------------------------
+
+// The group's operations that run on host memory (staged ones included), in call order: the host
+// path runs each communicator's collectives in call order.
+Status runHostAndStaged(const std::vector<Operation>& ops, const Routing& r) {
+  std::vector<device::StagedCall> staged;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (r.route[i] != Route::Staged) continue;
+    device::StagedCall call;
+    call.send = ops[i].send;
+    call.recv = ops[i].recv;
+    bufferBytes(ops[i], &call.sendBytes, &call.recvBytes);
+    call.placement = r.where[i];
+    call.stream = ops[i].stream;
+    call.comm = ops[i].comm->device.get();
+    call.peerInThisProcess = ops[i].comm->transports->hasPeerInThisProcess();
+    staged.push_back(call);
+  }
+  auto hostPart = [&](std::span<const device::StagedCall> calls, bool mustComplete) {
+    std::vector<Operation> run;
+    size_t k = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (r.route[i] == Route::Kernel) continue;
+      run.push_back(ops[i]);
+      if (r.route[i] != Route::Staged) continue;
+      run.back().send = calls[k].send;
+      run.back().recv = calls[k].recv;
+      run.back().gate = calls[k].gate;
+      ++k;
+    }
+    if (run.empty()) return Status::Ok();
+    Status st = runHostOperations(run);
+    if (mustComplete) {
+      Status waited = waitForQueuedWork(run);  // even after a failure: the pinned buffers go next
+      if (st.ok()) st = waited;
+    }
+    return st;
+  };
+  if (staged.empty()) return hostPart({}, false);
+  return device::runStaged(staged, r.any(Route::Host), hostPart);
+}
+
+// Runs one group (or a single operation): every communicator it names is locked for the whole call.
+Status runOperations(const std::vector<Operation>& ops) {
+  const std::vector<loomComm_t> comms = commsOf(ops);
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (loomComm_t comm : comms) locks.emplace_back(comm->busy);
+  for (loomComm_t comm : comms) LOOM_TRY(checkCommUsable(comm));
+  Routing routing = routeOperations(ops);
+  if (routing.any(Route::Kernel)) LOOM_TRY(settleKernelRoutes(ops, &routing));
+  LOOM_TRY(refuseCapturedHostWork(ops, routing));
+  // Plan kernels first: their launches return at once, while the host part below may wait for peers.
+  if (routing.any(Route::Kernel))
+    for (loomComm_t comm : comms) LOOM_TRY(launchKernels(comm, ops, routing));
+  return runHostAndStaged(ops, routing);
+}
 
 }  // namespace
 

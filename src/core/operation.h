@@ -6,7 +6,7 @@
 
 #include "algorithms/plan.h"
 #include "base/status.h"
-#include "core/operation_gate.h"
+#include "device/operation_gate.h"
 #include "loom.h"
 
 namespace loom {
@@ -23,8 +23,8 @@ struct Operation {
   int root = 0;  // root for rooted collectives, peer for send/recv
   loomStream_t stream = nullptr;
   // Set for an operation whose device buffers are staged asynchronously on its stream: it runs on
-  // the communicator's progress thread once the gate is ready (core/device_staging.h).
-  std::shared_ptr<OperationGate> gate;
+  // the communicator's progress thread once the gate is ready (device/staging.h).
+  std::shared_ptr<device::OperationGate> gate;
 };
 
 // Checks everything about the call that can be checked locally, before any data moves:

@@ -8,7 +8,7 @@
 #include "base/env.h"
 #include "base/log.h"
 #include "core/communicator.h"
-#include "core/device_staging.h"  // [CUDA hook, issue 8]
+#include "device/device_layer.h"
 #include "kernels/cpu/float_convert.h"
 
 namespace loom {
@@ -133,8 +133,8 @@ Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, loomStream_t 
     default: {
       const CustomRedOp& custom = comm->customOps[static_cast<size_t>(op - loomNumOps)];
       const void* scalar = custom.residence == loomScalarHostImmediate ? custom.immediate : custom.pointer;
-      alignas(8) unsigned char deviceScalar[8];  // [CUDA hook, issue 8] a scalar in device memory
-      LOOM_TRY(readScalarToHost(&scalar, dtype, deviceScalar, stream));
+      alignas(8) unsigned char deviceScalar[8];  // a scalar in device memory is copied here
+      LOOM_TRY(device::readScalarInStreamOrder(&scalar, dtype, deviceScalar, stream));
       r.kind = ReduceKind::Sum;
       r.post = PostOpKind::Multiply;
       r.scalar = scalarAsDouble(scalar, dtype);

@@ -16,7 +16,7 @@ namespace loom {
 // provides them where the plan runs, sized by Plan::scratchElems and, when stageFrom is set, the send
 // bytes).
 // `adjust`: when set, may change the tuned request before the plan is built (the device plans choose
-// their own channel count, core/device_plans.cc); it must decide the same on every rank.
+// their own channel count, device/device_layer.h); it must decide the same on every rank.
 using PlanAdjustment = std::function<Status(Algorithm, PlanRequest*)>;
 Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool hostTemporaries = true,
                       const PlanAdjustment& adjust = {});
@@ -24,7 +24,8 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool
 Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out);
 
 // The operator as the kernels see it (Avg and PreMulSum become a sum plus a post-operation). A
-// PreMulSum scalar in device memory is read in `stream`'s order (device_staging.h's readScalarToHost).
+// PreMulSum scalar in device memory is read in `stream`'s order (device/device_layer.h's
+// readScalarInStreamOrder).
 Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, loomStream_t stream, ReduceOp* out);
 
 }  // namespace loom

@@ -1,8 +1,8 @@
-#include "algorithms/device_channels.h"
+#include "device/channels.h"
 
 #include <algorithm>
 
-namespace loom {
+namespace loom::device {
 
 Status maxLanesPerChannel(Algorithm algo, const PlanRequest& req, uint64_t* lanes) {
   // A count that gives every lane of one channel work (lanes without work are left out of plans),
@@ -37,4 +37,4 @@ uint64_t deviceOperationBytes(const PlanRequest& req) {
   return std::max(sendBufferElems(root), recvBufferElems(root)) * req.elemSize;
 }
 
-}  // namespace loom
+}  // namespace loom::device

@@ -1,4 +1,4 @@
-// How many channels a plan kernel (kernels/cuda, issue 8) splits one operation over. On a GPU a channel's
+// How many channels a plan kernel (plan_kernels.h) splits one operation over. On a GPU a channel's
 // lane is one thread block, and one block moves only a few tens of GB/s (the bytes its threads keep in
 // flight over the memory latency), so large operations need many channels to approach the copy limit,
 // as NCCL's do; small ones need few, since every channel adds a message per step. Every block of every
@@ -12,7 +12,7 @@
 #include "algorithms/builders.h"
 #include "base/status.h"
 
-namespace loom {
+namespace loom::device {
 
 // Bytes per channel below which another channel costs more (a message per step) than it brings. A
 // first estimate (NCCL stops adding channels at a few hundred KiB each); to be tuned on a GPU.
@@ -36,4 +36,4 @@ int deviceChannels(uint64_t bytes, uint64_t lanesPerChannel, const DeviceChannel
 // root's for rooted collectives), for deviceChannels: the same whichever rank asks.
 uint64_t deviceOperationBytes(const PlanRequest& req);
 
-}  // namespace loom
+}  // namespace loom::device

@@ -6,9 +6,9 @@
 #include <cuda_runtime_api.h>
 
 #include "base/status.h"
-#include "kernels/cuda/memory_kind.h"
+#include "device/memory_kind.h"
 
-namespace loom::cuda {
+namespace loom::device {
 
 class EventHandle {
  public:
@@ -44,4 +44,4 @@ class EventHandle {
   cudaEvent_t event_ = nullptr;
 };
 
-}  // namespace loom::cuda
+}  // namespace loom::device

@@ -1,10 +1,10 @@
 // HostFlags (host_flags.h).
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda/memory_kind.h"
-#include "kernels/cuda/host_flags.h"
+#include "device/memory_kind.h"
+#include "device/host_flags.h"
 
-namespace loom::cuda {
+namespace loom::device {
 
 HostFlags::~HostFlags() {
   if (block_) cudaFreeHost(block_);
@@ -13,12 +13,12 @@ HostFlags::~HostFlags() {
 Status HostFlags::acquire(Flag* out) {
   if (!block_) {
     void* block = nullptr;
-    LOOM_CUDA_TRY(cudaHostAlloc(&block, kWords * sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable));
+    LOOM_CUDA_TRY(cudaHostAlloc(&block, words_ * sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable));
     block_ = static_cast<uint32_t*>(block);
-    for (size_t i = kWords; i-- > 0;) free_.push_back(i);
+    for (size_t i = words_; i-- > 0;) free_.push_back(i);
   }
   if (free_.empty())
-    return errorStatus(loomSystemError, "more than {} operations on device buffers are in flight on one communicator", kWords);
+    return errorStatus(loomSystemError, "more than {} operations on device buffers are in flight on one communicator", words_);
   const size_t index = free_.back();
   void* device = nullptr;
   LOOM_CUDA_TRY(cudaHostGetDevicePointer(&device, block_ + index, 0));
@@ -36,4 +36,4 @@ void HostFlags::open(const Flag& flag) {
   __atomic_store_n(const_cast<uint32_t*>(flag.host), 1u, __ATOMIC_RELEASE);
 }
 
-}  // namespace loom::cuda
+}  // namespace loom::device

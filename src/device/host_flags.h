@@ -1,4 +1,4 @@
-// The words a stream gate (stream_gate.h) waits on. Only built with the CUDA feature; this header
+// The words a stream gate (stream_gate.h) waits on. CUDA builds only; this header
 // includes no CUDA header.
 #pragma once
 
@@ -8,13 +8,14 @@
 
 #include "base/status.h"
 
-namespace loom::cuda {
+namespace loom::device {
 
-// Words for the gates of one communicator: one pinned, mapped, portable block, handed out one word
-// at a time and taken back once the stream is past the gate. Not thread-safe (its owner locks).
+// Words for the gates of one communicator (or its plan kernels' abort word): one pinned, mapped,
+// portable block of `words` words, handed out one at a time and taken back once the stream is past the
+// gate. Not thread-safe (its owner locks).
 class HostFlags {
  public:
-  HostFlags() = default;
+  explicit HostFlags(size_t words = kGateWords) : words_(words) {}
   ~HostFlags();
   HostFlags(const HostFlags&) = delete;
   HostFlags& operator=(const HostFlags&) = delete;
@@ -31,9 +32,10 @@ class HostFlags {
   static void open(const Flag& flag);
 
  private:
-  static constexpr size_t kWords = 4096;
+  static constexpr size_t kGateWords = 4096;  // stream-ordered operations in flight on one communicator
+  size_t words_;
   uint32_t* block_ = nullptr;
   std::vector<size_t> free_;
 };
 
-}  // namespace loom::cuda
+}  // namespace loom::device

@@ -1,14 +1,15 @@
-#include "kernels/cuda/memory_kind.h"
+#include "device/memory_kind.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <mutex>
+#include <utility>
 
 #include "base/env.h"
 #include "base/log.h"
 
-namespace loom::cuda {
+namespace loom::device {
 namespace {
 
 struct CudaAvailability {
@@ -82,6 +83,32 @@ MemoryInfo queryMemory(const void* p) {
   return info;
 }
 
+Placement placementOf(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) {
+  Placement where;
+  if (!cudaUsable()) return where;
+  if (sendBytes) where.send = queryMemory(send);
+  if (recvBytes) where.recv = queryMemory(recv);
+  int gpu = -1;
+  for (auto [info, bytes] : {std::pair{where.send, sendBytes}, std::pair{where.recv, recvBytes}}) {
+    if (bytes == 0) continue;
+    if (info.kind != MemoryKind::Device || (gpu >= 0 && info.device != gpu)) return where;
+    gpu = info.device;
+  }
+  where.kernelGpu = gpu;
+  return where;
+}
+
+Status checkDeviceList(int ndev, const int* devlist) {
+  if (!cudaUsable())
+    return invalidArgument("loomCommInitAll: device lists need a GPU ({}); pass NULL for host ranks", unusableReason());
+  const int visible = deviceCount();
+  for (int i = 0; i < ndev; ++i)
+    if (devlist[i] < 0 || devlist[i] >= visible)
+      return invalidArgument("loomCommInitAll: devlist[{}] = {} is not one of the {} visible CUDA device(s)", i,
+                             devlist[i], visible);
+  return Status::Ok();
+}
+
 bool coveredByPeerAccess(const void* p) {
   if (p == nullptr || !cudaUsable()) return false;
   // The runtime is linked statically and libcuda is not linked at all: the driver's entry point is
@@ -123,4 +150,4 @@ DeviceScope::~DeviceScope() {
   if (previous_ >= 0) cudaSetDevice(previous_);
 }
 
-}  // namespace loom::cuda
+}  // namespace loom::device

@@ -2,30 +2,18 @@
 // call. The first question also asks whether CUDA is usable at all in this process (the runtime is
 // linked statically and finds the driver, libcuda.so, only now); when it is not (no driver, no GPU,
 // LOOM_CUDA=0) the answer is cached and every later pointer is host memory without a CUDA call.
+// cudaUsable, MemoryKind and MemoryInfo are the seam's (device_layer.h).
 //
-// Only built with the CUDA feature (LOOM_HAVE_CUDA); this header includes no CUDA header.
+// CUDA builds only; this header includes no CUDA header.
 #pragma once
 
 #include <string>
 
 #include "base/status.h"
+#include "device/device_layer.h"
 
-namespace loom::cuda {
+namespace loom::device {
 
-enum class MemoryKind {
-  Host,     // ordinary, pinned or registered host memory, or anything CUDA does not know
-  Managed,  // cudaMallocManaged: host-accessible, but ordered by CUDA streams
-  Device,   // cudaMalloc / cuMem: not host-accessible
-};
-
-struct MemoryInfo {
-  MemoryKind kind = MemoryKind::Host;
-  int device = -1;  // the owning device for Device and Managed memory
-};
-
-// Whether this process can use CUDA: the runtime found a driver and at least one device. Decided
-// once; LOOM_CUDA=0 in the environment answers false without touching CUDA.
-bool cudaUsable();
 // Devices visible to this process (0 when CUDA is unusable).
 int deviceCount();
 // Why CUDA is unusable ("" when it is usable), for messages.
@@ -47,7 +35,7 @@ Status cudaStatus(int cudaError, const char* what);
 #define LOOM_CUDA_TRY(call)                                                  \
   do {                                                                       \
     int loom_cuda_err_ = static_cast<int>(call);                             \
-    if (loom_cuda_err_ != 0) return ::loom::cuda::cudaStatus(loom_cuda_err_, #call); \
+    if (loom_cuda_err_ != 0) return ::loom::device::cudaStatus(loom_cuda_err_, #call); \
   } while (0)
 
 // Makes `device` current for the scope and restores the previous one (no-op for device < 0).
@@ -65,4 +53,4 @@ class DeviceScope {
   int error_ = 0;
 };
 
-}  // namespace loom::cuda
+}  // namespace loom::device

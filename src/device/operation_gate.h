@@ -1,14 +1,15 @@
-// What a queued operation waits for before it may start, and whom it tells when it ended. Device
-// buffers staged on a CUDA stream (core/device_staging.cc) use it: the operation may start once the
-// stream has copied its input to pinned memory, and its end releases the stream, which then copies
-// the output back. The progress thread (core/async_engine.h) polls ready() and calls finish() once.
+// What a queued operation waits for before it may start, and whom it tells when it ended: part of the
+// device layer's seam (device_layer.h). Device buffers staged on a CUDA stream (staging.h) use it: the
+// operation may start once the stream has copied its input to pinned memory, and its end releases the
+// stream, which then copies the output back. Core's progress thread (core/async_engine.h) polls
+// ready() and calls finish() once. Plain C++, in every build.
 #pragma once
 
 #include <atomic>
 
 #include "base/status.h"
 
-namespace loom {
+namespace loom::device {
 
 class OperationGate {
  public:
@@ -34,4 +35,4 @@ class OperationGate {
   std::atomic<bool> claimed_{false};
 };
 
-}  // namespace loom
+}  // namespace loom::device

@@ -1,62 +1,117 @@
-#include "transport/p2p_fifos.h"
+#include "device/p2p_fifos.h"
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "base/log.h"
-#include "kernels/cuda/memory_kind.h"
+#include "device/memory_kind.h"
 #include "kernels/cuda/plan_launch.h"
 
-namespace loom {
-
-// What every rank tells the others, twice: once after allocating and exporting its block, and once
-// (only `ok` and `why` matter) after trying to map every peer's.
-struct P2pOffer {
-  uint64_t hostHash = 0;
-  int32_t pid = 0;
-  int32_t device = -1;
-  int32_t policy = static_cast<int32_t>(P2pPolicy::Auto);
-  uint32_t ok = 0;  // the block is allocated and exported (first round) or every peer mapped (second)
-  uint32_t residentBlocks = 0;  // plan-kernel blocks its GPU holds at once
-  uint32_t nchannels = 0, nslots = 0;  // the FIFO layout: every rank must use the same
-  uint64_t slotBytes = 0;
-  uint64_t address = 0;         // the block in its own process (used by ranks of the same process)
-  char busId[32] = {0};         // the GPU, as every process names it (ordinals depend on CUDA_VISIBLE_DEVICES)
-  cudaIpcMemHandle_t handle{};  // the block, for other processes
-  char why[160] = {0};          // when !ok
-};
-
+namespace loom::device {
 namespace {
 
 constexpr size_t kLine = 128;  // a counter's own line (DeviceFifoCounter)
 
+// Rounds 2 and 3: whether a rank's step worked, and why not.
+struct Verdict {
+  uint32_t ok = 0;
+  char why[160] = {0};
+};
+
+// Round 2: the rank's block.
+struct BlockOffer {
+  Verdict verdict;
+  uint64_t address = 0;         // the block in its own process (used by ranks of the same process)
+  cudaIpcMemHandle_t handle{};  // the block, for other processes (set only when one needs it)
+};
+
 size_t alignLine(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 
-void setWhy(P2pOffer* offer, const std::string& text) {
-  std::snprintf(offer->why, sizeof offer->why, "%s", text.c_str());
+void setWhy(char (&why)[160], const std::string& text) { std::snprintf(why, sizeof why, "%s", text.c_str()); }
+
+ProcessIdentity processOf(const P2pFacts& f) { return ProcessIdentity{f.hostHash, f.pid, f.nonce}; }
+
+// The first rank's reason among `all` that did not succeed, or "".
+template <class T, class Ok>
+std::string firstRefusal(const std::vector<T>& all, Ok verdictOf) {
+  for (const T& one : all)
+    if (!verdictOf(one).ok) return verdictOf(one).why;
+  return "";
 }
 
-// P2pFifos::laneBudget, from every rank's offer alike.
-uint32_t agreedLaneBudget(const std::vector<P2pOffer>& offers) {
-  uint32_t budget = UINT32_MAX;
-  for (const P2pOffer& gpu : offers) {
-    uint32_t sharing = 0;
-    for (const P2pOffer& o : offers)
-      sharing += o.hostHash == gpu.hostHash && std::strncmp(o.busId, gpu.busId, sizeof o.busId) == 0 ? 1 : 0;
-    budget = std::min(budget, gpu.residentBlocks / std::max(1u, sharing) / 2);
+// Blocks of other processes mapped into this one, shared by every rank of the process: a handle may
+// be opened only once per process (CUDA IPC's rule), while several ranks here may need the same one.
+class IpcMappings {
+ public:
+  Status open(const cudaIpcMemHandle_t& handle, char** out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [it, fresh] = maps_.try_emplace(key(handle));
+    if (fresh) {
+      void* mapped = nullptr;
+      const cudaError_t err = cudaIpcOpenMemHandle(&mapped, handle, cudaIpcMemLazyEnablePeerAccess);
+      if (err != cudaSuccess) {
+        cudaGetLastError();
+        maps_.erase(it);
+        return cudaStatus(err, "cudaIpcOpenMemHandle");
+      }
+      it->second.address = static_cast<char*>(mapped);
+    }
+    ++it->second.users;
+    *out = it->second.address;
+    return Status::Ok();
   }
-  return std::max(1u, budget);
+  void close(char* address) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = maps_.begin(); it != maps_.end(); ++it)
+      if (it->second.address == address && --it->second.users == 0) {
+        cudaIpcCloseMemHandle(address);
+        maps_.erase(it);
+        return;
+      }
+  }
+
+ private:
+  struct Mapping {
+    char* address = nullptr;
+    int users = 0;
+  };
+  static std::string key(const cudaIpcMemHandle_t& h) { return std::string(h.reserved, sizeof h.reserved); }
+  std::mutex mutex_;
+  std::map<std::string, Mapping> maps_;
+};
+
+IpcMappings& ipcMappings() {
+  static IpcMappings* mappings = new IpcMappings;  // never destroyed: communicators may outlive statics
+  return *mappings;
+}
+
+// A kernel on `device` that writes into `peerDevice`'s memory needs peer access to it: "" or why not.
+std::string enablePeerAccess(int device, int peerDevice, int rank, const std::string& busId, int peer,
+                             const std::string& peerBusId) {
+  if (peerDevice < 0 || peerDevice == device) return "";
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, device, peerDevice) != cudaSuccess || !can) {
+    cudaGetLastError();
+    return fmt::format("GPU {} (rank {}) cannot access GPU {} (rank {}) as a peer", busId, rank, peerBusId, peer);
+  }
+  const cudaError_t err = cudaDeviceEnablePeerAccess(peerDevice, 0);
+  cudaGetLastError();  // clears cudaErrorPeerAccessAlreadyEnabled, which cudaGetLastError would report later
+  if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
+    return fmt::format("rank {}: cudaDeviceEnablePeerAccess({}): {}", rank, peerDevice, cudaGetErrorString(err));
+  return "";
 }
 
 }  // namespace
 
 P2pFifos::~P2pFifos() {
   if (device_ < 0) return;
-  cuda::DeviceScope scope(device_);
+  DeviceScope scope(device_);
   for (size_t r = 0; r < blocks_.size(); ++r)
-    if (ipcOpened_[r] && blocks_[r]) cudaIpcCloseMemHandle(blocks_[r]);
+    if (ipcOpened_[r] && blocks_[r]) ipcMappings().close(blocks_[r]);
   if (own_ && !keepBlock_) cudaFree(own_);
 }
 
@@ -101,63 +156,9 @@ Status P2pFifos::allocate() {
   return Status::Ok();
 }
 
-std::string P2pFifos::mapPeers(const std::vector<P2pOffer>& offers) {
-  const P2pOffer& mine = offers[rank_];
-  blocks_.assign(nranks_, nullptr);
-  ipcOpened_.assign(nranks_, false);
-  sameProcess_.assign(nranks_, false);
-  blocks_[rank_] = own_;
-  for (int r = 0; r < nranks_; ++r) {
-    if (r == rank_) continue;
-    const P2pOffer& peer = offers[r];
-    const bool samePid = peer.pid == mine.pid && peer.hostHash == mine.hostHash;
-    if (peer.device != device_ || !samePid) {
-      // A kernel on this GPU writes into the peer's GPU memory: it needs peer access to it.
-      int peerDevice = -1;
-      if (samePid) {
-        peerDevice = peer.device;
-      } else if (cudaDeviceGetByPCIBusId(&peerDevice, peer.busId) != cudaSuccess) {
-        peerDevice = -1;
-        cudaGetLastError();
-      }
-      if (peerDevice >= 0 && peerDevice != device_) {
-        int can = 0;
-        if (cudaDeviceCanAccessPeer(&can, device_, peerDevice) != cudaSuccess || !can) {
-          cudaGetLastError();
-          return fmt::format("GPU {} (rank {}) cannot access GPU {} (rank {}) as a peer", mine.busId, rank_,
-                             peer.busId, r);
-        }
-        if (samePid) {
-          const cudaError_t err = cudaDeviceEnablePeerAccess(peerDevice, 0);
-          if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled) {
-            cudaGetLastError();
-            return fmt::format("rank {}: cudaDeviceEnablePeerAccess({}): {}", rank_, peerDevice, cudaGetErrorString(err));
-          }
-          cudaGetLastError();  // clear the AlreadyEnabled error, which cudaGetLastError would report later
-        }
-      }
-    }
-    if (samePid) {
-      blocks_[r] = reinterpret_cast<char*>(static_cast<uintptr_t>(peer.address));
-      sameProcess_[r] = true;
-      directPeersOnOtherGpus_ = directPeersOnOtherGpus_ || peer.device != device_;
-      continue;
-    }
-    void* mapped = nullptr;
-    const cudaError_t err = cudaIpcOpenMemHandle(&mapped, peer.handle, cudaIpcMemLazyEnablePeerAccess);
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      return fmt::format("rank {} cannot map rank {}'s FIFOs: cudaIpcOpenMemHandle: {}", rank_, r,
-                         cudaGetErrorString(err));
-    }
-    blocks_[r] = static_cast<char*>(mapped);
-    ipcOpened_[r] = true;
-  }
-  return "";
-}
-
-Status P2pFifos::create(PeerExchange& exchange, const std::vector<PeerLocation>& peers, int device,
-                        const P2pFifoOptions& options, std::unique_ptr<P2pFifos>* out, std::string* why) {
+Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity> processes, int device,
+                        const P2pFifoOptions& options, std::unique_ptr<P2pFifos>* out, std::string* why,
+                        bool* required) {
   out->reset();
   why->clear();
   std::unique_ptr<P2pFifos> f(new P2pFifos());
@@ -166,79 +167,106 @@ Status P2pFifos::create(PeerExchange& exchange, const std::vector<PeerLocation>&
   f->device_ = device;
   f->options_ = options;
   f->options_.slotBytes = alignLine(options.slotBytes);
-  cuda::DeviceScope scope(device);
+  DeviceScope scope(device);
+  const ProcessIdentity& self = processes[f->rank_];
 
-  P2pOffer mine;
-  mine.hostHash = peers[f->rank_].hostHash;
-  mine.pid = peers[f->rank_].pid;
+  // Round 1: facts (p2p_policy.h), and the verdict they give, before anything is allocated.
+  P2pFacts mine;
+  mine.hostHash = self.hostHash;
+  mine.nonce = self.nonce;
+  mine.pid = self.pid;
   mine.device = device;
   mine.policy = static_cast<int32_t>(options.policy);
-  Status local = cuda::cudaStatus(scope.error(), "cudaSetDevice");
-  if (local.ok()) local = cuda::cudaStatus(cudaDeviceGetPCIBusId(mine.busId, sizeof mine.busId, device), "cudaDeviceGetPCIBusId");
-  if (local.ok()) local = cuda::cudaStatus(cuda::planKernelCapacity(device, &mine.residentBlocks), "plan kernel occupancy");
+  Status local = cudaStatus(scope.error(), "cudaSetDevice");
+  if (local.ok()) local = cudaStatus(cudaDeviceGetPCIBusId(mine.busId, sizeof mine.busId, device), "cudaDeviceGetPCIBusId");
+  if (local.ok()) local = cudaStatus(cuda::planKernelCapacity(device, &mine.residentBlocks), "plan kernel occupancy");
+  mine.ok = local.ok();
+  if (!local.ok()) setWhy(mine.why, fmt::format("rank {}: {}", f->rank_, local.message()));
   mine.nchannels = f->options_.nchannels;
   mine.nslots = f->options_.nslots;
   mine.slotBytes = f->options_.slotBytes;
-  if (local.ok() && options.policy != P2pPolicy::Off) local = f->allocate();
-  if (local.ok() && f->own_) local = cuda::cudaStatus(cudaIpcGetMemHandle(&mine.handle, f->own_), "cudaIpcGetMemHandle");
-  mine.ok = local.ok() && options.policy != P2pPolicy::Off;
-  mine.address = reinterpret_cast<uintptr_t>(f->own_);
-  if (!local.ok()) setWhy(&mine, fmt::format("rank {}: {}", f->rank_, local.message()));
-  if (options.policy == P2pPolicy::Off) setWhy(&mine, fmt::format("rank {} has LOOM_DEVICE_PLANS=0", f->rank_));
-
-  std::vector<P2pOffer> offers(f->nranks_);
-  LOOM_TRY(exchange.allGather(&mine, offers.data(), sizeof mine).withContext("p2p transport setup"));
+  std::vector<P2pFacts> facts(f->nranks_);
+  LOOM_TRY(exchange.allGather(&mine, facts.data(), sizeof mine).withContext("p2p transport setup"));
   std::vector<P2pPolicy> policies;
-  std::vector<P2pEndpoint> endpoints;
-  for (const P2pOffer& o : offers) {
-    policies.push_back(static_cast<P2pPolicy>(o.policy));
-    endpoints.push_back(P2pEndpoint{o.hostHash, std::string(o.busId, strnlen(o.busId, sizeof o.busId))});
-  }
-  const P2pPolicy policy = combineP2pPolicies(policies);
-  for (int r = 0; r < f->nranks_ && why->empty(); ++r)
-    if (!offers[r].ok) *why = offers[r].why;
-  for (int r = 1; r < f->nranks_ && why->empty(); ++r)
-    if (offers[r].nchannels != offers[0].nchannels || offers[r].nslots != offers[0].nslots ||
-        offers[r].slotBytes != offers[0].slotBytes)
-      *why = fmt::format("ranks 0 and {} lay out their FIFOs differently ({} and {} channels, {} and {} slots of {} and "
-                         "{} bytes): LOOM_DEVICE_NCHANNELS, LOOM_FIFO_SLOTS and LOOM_CHUNK_BYTES must agree",
-                         r, offers[0].nchannels, offers[r].nchannels, offers[0].nslots, offers[r].nslots,
-                         offers[0].slotBytes, offers[r].slotBytes);
-  for (int a = 0; a < f->nranks_ && why->empty(); ++a)
-    for (int b = a + 1; b < f->nranks_ && why->empty(); ++b)
-      *why = p2pPairRefusal(endpoints[a], a, endpoints[b], b, policy);
-  if (!why->empty()) return Status::Ok();  // every rank saw the same offers and stops here
-  f->laneBudget_ = agreedLaneBudget(offers);
+  for (const P2pFacts& o : facts) policies.push_back(static_cast<P2pPolicy>(o.policy));
+  *required = p2pRequired(policies);
+  *why = p2pSetupRefusal(facts);
+  if (!why->empty()) return Status::Ok();  // every rank saw the same facts and stops here, nothing allocated
+  f->residentShare_ = p2pResidentShare(facts);
+  f->laneBudget_ = std::max(1u, f->residentShare_ / 2);
 
-  // Second round: whether every rank could map every peer's block.
-  const std::string mapFailure = f->mapPeers(offers);
-  P2pOffer mapped;
-  mapped.ok = mapFailure.empty();
-  setWhy(&mapped, mapFailure);
-  std::vector<P2pOffer> results(f->nranks_);
-  LOOM_TRY(exchange.allGather(&mapped, results.data(), sizeof mapped).withContext("p2p transport setup"));
-  for (int r = 0; r < f->nranks_ && why->empty(); ++r)
-    if (!results[r].ok) *why = results[r].why;
+  // Round 2: every rank's block; a CUDA IPC handle only when some peer lives in another process.
+  bool otherProcesses = false;
+  for (int r = 0; r < f->nranks_; ++r) otherProcesses = otherProcesses || !processOf(facts[r]).sameProcess(self);
+  BlockOffer block;
+  local = f->allocate();
+  if (local.ok() && otherProcesses) local = cudaStatus(cudaIpcGetMemHandle(&block.handle, f->own_), "cudaIpcGetMemHandle");
+  block.verdict.ok = local.ok();
+  if (!local.ok()) setWhy(block.verdict.why, fmt::format("rank {}: {}", f->rank_, local.message()));
+  block.address = reinterpret_cast<uintptr_t>(f->own_);
+  std::vector<BlockOffer> blocks(f->nranks_);
+  *out = std::move(f);  // from here on, what was allocated lives as long as the communicator
+  P2pFifos& fifos = **out;
+  LOOM_TRY(exchange.allGather(&block, blocks.data(), sizeof block).withContext("p2p transport setup"));
+  *why = firstRefusal(blocks, [](const BlockOffer& b) -> const Verdict& { return b.verdict; });
   if (!why->empty()) return Status::Ok();
 
-  const size_t n = static_cast<size_t>(f->nranks_) * f->options_.nchannels;
-  f->sends_.assign(n, cuda::DeviceFifo{});
-  f->recvs_.assign(n, cuda::DeviceFifo{});
-  for (int peer = 0; peer < f->nranks_; ++peer) {
-    if (peer == f->rank_) continue;
-    for (uint32_t c = 0; c < f->options_.nchannels; ++c) {
-      const size_t i = static_cast<size_t>(peer) * f->options_.nchannels + c;
-      f->sends_[i] = f->fifoIn(f->blocks_[peer], peer, f->rank_, c, f->sameProcess_[peer]);
-      f->recvs_[i] = f->fifoIn(f->own_, f->rank_, peer, c, f->sameProcess_[peer]);
+  // Round 3: whether every rank could map every peer's block.
+  fifos.blocks_.assign(fifos.nranks_, nullptr);
+  fifos.ipcOpened_.assign(fifos.nranks_, false);
+  fifos.sameProcess_.assign(fifos.nranks_, false);
+  fifos.blocks_[fifos.rank_] = fifos.own_;
+  std::string mapFailure;
+  for (int r = 0; r < fifos.nranks_ && mapFailure.empty(); ++r) {
+    if (r == fifos.rank_) continue;
+    const P2pFacts& peer = facts[r];
+    const bool sameProcess = processOf(peer).sameProcess(self);
+    int peerDevice = sameProcess ? peer.device : -1;
+    if (!sameProcess && cudaDeviceGetByPCIBusId(&peerDevice, peer.busId) != cudaSuccess) {
+      peerDevice = -1;  // a GPU this process does not see: CUDA IPC maps it without peer access
+      cudaGetLastError();
+    }
+    mapFailure = enablePeerAccess(device, peerDevice, fifos.rank_, mine.bus(), r, peer.bus());
+    if (!mapFailure.empty()) break;
+    if (sameProcess) {
+      fifos.blocks_[r] = reinterpret_cast<char*>(static_cast<uintptr_t>(blocks[r].address));
+      fifos.sameProcess_[r] = true;
+      fifos.directPeersOnOtherGpus_ = fifos.directPeersOnOtherGpus_ || peer.device != device;
+      fifos.sharesGpuInThisProcess_ = fifos.sharesGpuInThisProcess_ || peer.device == device;
+      continue;
+    }
+    Status opened = ipcMappings().open(blocks[r].handle, &fifos.blocks_[r]);
+    if (!opened.ok()) {
+      mapFailure = fmt::format("rank {} cannot map rank {}'s FIFOs: {}", fifos.rank_, r, opened.message());
+      break;
+    }
+    fifos.ipcOpened_[r] = true;
+  }
+  Verdict mapped;
+  mapped.ok = mapFailure.empty();
+  setWhy(mapped.why, mapFailure);
+  std::vector<Verdict> results(fifos.nranks_);
+  LOOM_TRY(exchange.allGather(&mapped, results.data(), sizeof mapped).withContext("p2p transport setup"));
+  *why = firstRefusal(results, [](const Verdict& v) -> const Verdict& { return v; });
+  if (!why->empty()) return Status::Ok();
+
+  const size_t n = static_cast<size_t>(fifos.nranks_) * fifos.options_.nchannels;
+  fifos.sends_.assign(n, cuda::DeviceFifo{});
+  fifos.recvs_.assign(n, cuda::DeviceFifo{});
+  for (int peer = 0; peer < fifos.nranks_; ++peer) {
+    if (peer == fifos.rank_) continue;
+    for (uint32_t c = 0; c < fifos.options_.nchannels; ++c) {
+      const size_t i = static_cast<size_t>(peer) * fifos.options_.nchannels + c;
+      fifos.sends_[i] = fifos.fifoIn(fifos.blocks_[peer], peer, fifos.rank_, c, fifos.sameProcess_[peer]);
+      fifos.recvs_[i] = fifos.fifoIn(fifos.own_, fifos.rank_, peer, c, fifos.sameProcess_[peer]);
     }
   }
   LOOM_INFO(Init,
             "rank {}: p2p FIFOs on GPU {} ({} KiB, {} channel(s) x {} slots of {} KiB per peer; launches of at most {} "
-            "blocks)",
-            f->rank_, mine.busId, f->ownBytes_ >> 10, f->options_.nchannels, f->options_.nslots,
-            f->options_.slotBytes >> 10, f->laneBudget_);
-  *out = std::move(f);
+            "blocks; CUDA IPC {})",
+            fifos.rank_, mine.bus(), fifos.ownBytes_ >> 10, fifos.options_.nchannels, fifos.options_.nslots,
+            fifos.options_.slotBytes >> 10, fifos.laneBudget_, otherProcesses ? "exported" : "not needed");
   return Status::Ok();
 }
 
-}  // namespace loom
+}  // namespace loom::device

@@ -1,8 +1,8 @@
 // The p2p transport (DESIGN.md): FIFOs in GPU memory that the ranks of one host reach directly, for
 // the plan kernel (kernels/cuda/plan_kernel.cu). Every rank allocates one block of device memory
-// holding the FIFOs its peers send into, exports it with CUDA IPC and maps every peer's block:
-// same process (ranks as threads) by address, other processes with cudaIpcOpenMemHandle, over NVLink
-// or PCIe peer access, or on the same GPU. Several ranks may share one GPU.
+// holding the FIFOs its peers send into and maps every peer's block: same process (ranks as threads)
+// by address, other processes with CUDA IPC, over NVLink or PCIe peer access, or on the same GPU.
+// Several ranks may share one GPU.
 //
 // A FIFO from rank s to rank r on channel c lives entirely in r's block: its slots, the message sizes,
 // `tail` (written by s) and `head` (written by r, polled by s across the link). Keeping `head` with
@@ -16,7 +16,14 @@
 // stay unused: a destination would be an address in another process (that needs its buffers mapped
 // with CUDA IPC, which NCCL too does only for registered buffers).
 //
-// Built with the CUDA feature only; no CUDA header is needed to include this file.
+// Setup is collective and decides before it allocates: a first exchange of facts (host, process,
+// GPU, policy, FIFO layout) lets every rank reach the same verdict on whether plan kernels can run at
+// all; only then does each rank allocate its block (exported with CUDA IPC only when some peer is in
+// another process) and map its peers'. Memory allocated for a setup that fails later is freed with
+// the communicator, never inside the operation that set it up (cudaFree synchronizes the device, and
+// a peer's kernel may already wait).
+//
+// CUDA builds only; no CUDA header is needed to include this file.
 #pragma once
 
 #include <cstddef>
@@ -28,13 +35,11 @@
 
 #include "base/exchange.h"
 #include "base/status.h"
+#include "device/device_layer.h"
+#include "device/p2p_policy.h"
 #include "kernels/cuda/device_plan_layout.h"
-#include "transport/p2p_policy.h"
-#include "transport/transport_set.h"
 
-namespace loom {
-
-struct P2pOffer;  // what each rank tells the others at setup (p2p_fifos.cc)
+namespace loom::device {
 
 struct P2pFifoOptions {
   uint32_t nchannels = 1;
@@ -45,15 +50,17 @@ struct P2pFifoOptions {
 
 class P2pFifos {
  public:
-  ~P2pFifos();
+  ~P2pFifos();  // frees the block (unless kept after a failure) and closes IPC mappings
   P2pFifos(const P2pFifos&) = delete;
   P2pFifos& operator=(const P2pFifos&) = delete;
 
-  // Collective over `exchange` (every rank calls it, with the GPU its buffers are on). When some pair
-  // of ranks cannot reach each other's device memory, or a rank's setup failed, *out stays null and
-  // *why says why, on every rank alike; an error is returned only when the exchange itself failed.
-  static Status create(PeerExchange& exchange, const std::vector<PeerLocation>& peers, int device,
-                       const P2pFifoOptions& options, std::unique_ptr<P2pFifos>* out, std::string* why);
+  // Collective over `exchange` (every rank calls it, with the GPU its buffers are on). *out is set
+  // whenever this rank allocated something, to be kept until the communicator goes; *why is "" when
+  // the FIFOs are usable, else the reason, the same on every rank; *required says whether some rank
+  // asked for plan kernels (LOOM_DEVICE_PLANS=require). An error only when an exchange failed.
+  static Status create(PeerExchange& exchange, std::span<const ProcessIdentity> processes, int device,
+                       const P2pFifoOptions& options, std::unique_ptr<P2pFifos>* out, std::string* why,
+                       bool* required);
 
   // This rank's FIFO tables as the plan encoder wants them: [peer * nchannels + channel], the ones it
   // fills (in the peers' blocks) and the ones it drains (in its own); empty for itself.
@@ -66,10 +73,16 @@ class P2pFifos {
   // another GPU: it then reaches only memory that peer access covers (cudaMalloc, not stream-ordered
   // pools or cuMem allocations).
   bool directPeersOnOtherGpus() const { return directPeersOnOtherGpus_; }
+  // Whether another rank of this process runs on this GPU: then the legacy default stream, one queue
+  // for them all, would serialize kernels that wait for each other.
+  bool sharesGpuInThisProcess() const { return sharesGpuInThisProcess_; }
   // Blocks one rank's launch may use, the same on every rank: the fewest, over the GPUs of the job, of
   // the plan kernel's resident blocks shared by the ranks on that GPU, halved (the application's own
   // kernels need SMs too, and every block of every rank must be resident while they wait on each other).
   uint32_t laneBudget() const { return laneBudget_; }
+  // The most blocks one rank's launch can have resident at all (its unhalved share of the GPU): a
+  // launch beyond it is refused.
+  uint32_t residentShare() const { return residentShare_; }
   // After a failure peers may still write into this rank's block: it is then kept (not freed) until
   // the process ends, so that a late write cannot land in memory the application got back.
   void keepBlockAfterFailure() { keepBlock_ = true; }
@@ -80,8 +93,6 @@ class P2pFifos {
   size_t regionOffset(int owner, int sender, uint32_t channel) const;
   cuda::DeviceFifo fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel, bool withPosts) const;
   Status allocate();
-  // Maps every peer's block; "" or why this rank cannot.
-  std::string mapPeers(const std::vector<P2pOffer>& offers);
 
   int rank_ = 0;
   int nranks_ = 1;
@@ -90,12 +101,14 @@ class P2pFifos {
   char* own_ = nullptr;
   size_t ownBytes_ = 0;
   std::vector<char*> blocks_;      // by rank: where this rank sees each rank's block
-  std::vector<bool> ipcOpened_;    // by rank: mapped with cudaIpcOpenMemHandle (closed when done)
+  std::vector<bool> ipcOpened_;    // by rank: mapped through the process's IPC mappings (released when done)
   std::vector<bool> sameProcess_;  // by rank: shares this process's address space (direct mode)
   bool directPeersOnOtherGpus_ = false;
+  bool sharesGpuInThisProcess_ = false;
   uint32_t laneBudget_ = 1;
+  uint32_t residentShare_ = 1;
   std::vector<cuda::DeviceFifo> sends_, recvs_;
   bool keepBlock_ = false;
 };
 
-}  // namespace loom
+}  // namespace loom::device

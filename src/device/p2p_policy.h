@@ -7,16 +7,21 @@
 #include <span>
 #include <string>
 
-namespace loom {
+namespace loom::device {
 
-// LOOM_DEVICE_PLANS; the ranks combine their settings: any Off wins, all Forced forces, else Auto.
+// LOOM_DEVICE_PLANS on one rank.
 enum class P2pPolicy : int32_t {
-  Off = 0,     // device buffers are always staged through host memory
-  Forced = 1,  // also for ranks sharing one GPU (NCCL refuses them; see p2pPairRefusal)
-  Auto = 2,    // when every pair of ranks is on different GPUs of one host with peer access
+  Off = 0,       // device buffers are always staged through host memory
+  Forced = 1,    // also for ranks sharing one GPU (NCCL refuses them; see p2pPairRefusal)
+  Auto = 2,      // when every pair of ranks is on different GPUs of one host with peer access
+  Required = 3,  // as Forced, and plan kernels that cannot run are an error instead of staging
 };
 P2pPolicy p2pPolicyFromEnvironment();
+
+// The ranks' settings combined: any Off wins; all Forced or Required force; else Auto.
 P2pPolicy combineP2pPolicies(std::span<const P2pPolicy> policies);
+// Whether some rank requires plan kernels (then a refusal fails the operation on every rank).
+bool p2pRequired(std::span<const P2pPolicy> policies);
 
 // What the decision needs to know of one rank.
 struct P2pEndpoint {
@@ -24,8 +29,32 @@ struct P2pEndpoint {
   std::string busId;  // the GPU as every process names it (device ordinals depend on CUDA_VISIBLE_DEVICES)
 };
 
-// Why ranks `ra` and `rb` should not run plan kernels against each other under `policy`, or "".
-// Peer access between two GPUs is checked by the ranks themselves (p2p_fifos.cc).
+// Why ranks `ra` and `rb` should not run plan kernels against each other under the combined `policy`,
+// or "". Peer access between two GPUs is checked by the ranks themselves (p2p_fifos.cc).
 std::string p2pPairRefusal(const P2pEndpoint& a, int ra, const P2pEndpoint& b, int rb, P2pPolicy policy);
 
-}  // namespace loom
+// The first round of the p2p transport's setup (p2p_fifos.h): what every rank tells the others before
+// anything is allocated, so that all of them reach the same verdict and none allocates in vain.
+struct P2pFacts {
+  uint64_t hostHash = 0;
+  uint64_t nonce = 0;
+  int32_t pid = 0;
+  int32_t device = -1;
+  int32_t policy = static_cast<int32_t>(P2pPolicy::Auto);
+  uint32_t ok = 0;              // the rank's local queries (bus id, occupancy) succeeded
+  uint32_t residentBlocks = 0;  // plan-kernel blocks its GPU holds at once
+  uint32_t nchannels = 0, nslots = 0;  // the FIFO layout: every rank must use the same
+  uint64_t slotBytes = 0;
+  char busId[32] = {0};  // the GPU, as every process names it (ordinals depend on CUDA_VISIBLE_DEVICES)
+  char why[160] = {0};   // when !ok
+  std::string bus() const;
+};
+
+// The verdict from every rank's facts: "" when plan kernels may be set up, else why not (the first
+// rank with LOOM_DEVICE_PLANS=0, a failed local query, FIFO layouts that differ, a pair refused).
+std::string p2pSetupRefusal(std::span<const P2pFacts> facts);
+// The most plan-kernel blocks one rank may have resident: the fewest, over the job's GPUs, of the
+// GPU's resident blocks divided among the ranks on it (same host, same bus id).
+uint32_t p2pResidentShare(std::span<const P2pFacts> facts);
+
+}  // namespace loom::device

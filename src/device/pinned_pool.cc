@@ -1,4 +1,4 @@
-#include "kernels/cuda/pinned_pool.h"
+#include "device/pinned_pool.h"
 
 #include <cuda_runtime_api.h>
 
@@ -7,12 +7,13 @@
 #include <mutex>
 
 #include "base/env.h"
-#include "kernels/cuda/memory_kind.h"
+#include "device/memory_kind.h"
 
-namespace loom::cuda {
+namespace loom::device {
 namespace {
 
 constexpr size_t kMinBlock = size_t{64} << 10;
+constexpr size_t kLargestReuse = 16;  // a cached block serves requests down to 1/16 of its size
 
 struct Pool {
   std::mutex mutex;
@@ -47,8 +48,11 @@ Status PinnedBlock::acquire(size_t bytes) {
   {
     Pool& p = pool();
     std::lock_guard<std::mutex> lock(p.mutex);
-    auto it = p.free.find(want);
-    if (it != p.free.end()) {
+    // The smallest cached block that holds the request, unless it is much larger: a block warmed at
+    // setup then serves the first launches (a fresh cudaHostAlloc there could synchronize with a
+    // peer's kernel that already waits), and a huge block is not tied up by a small request.
+    auto it = p.free.lower_bound(want);
+    if (it != p.free.end() && it->first <= want * kLargestReuse) {
       data_ = it->second;
       capacity_ = it->first;
       p.cachedBytes -= capacity_;
@@ -105,4 +109,4 @@ size_t pinnedPoolCachedBytes() {
   return p.cachedBytes;
 }
 
-}  // namespace loom::cuda
+}  // namespace loom::device

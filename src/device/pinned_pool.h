@@ -1,14 +1,16 @@
-// Pinned (page-locked) host memory for staging device buffers. cudaHostAlloc costs milliseconds, so
-// freed blocks are kept by power-of-two size class and reused, up to LOOM_PINNED_CACHE bytes in all
-// (default 8G); beyond that, released blocks are freed. Blocks are portable (usable from every
-// device's context). Thread-safe. Only built with the CUDA feature.
+// Pinned (page-locked) host memory for staging device buffers and plan kernels' encoded plans.
+// cudaHostAlloc costs milliseconds (and may synchronize the device), so freed blocks are kept by
+// power-of-two size class and reused, a request taking the smallest cached block that holds it (up to
+// 16 times its size), up to LOOM_PINNED_CACHE bytes cached in all (default 8G); beyond that, released
+// blocks are freed. Blocks are portable (usable from every
+// device's context). Thread-safe. CUDA builds only.
 #pragma once
 
 #include <cstddef>
 
 #include "base/status.h"
 
-namespace loom::cuda {
+namespace loom::device {
 
 class PinnedBlock {
  public:
@@ -35,4 +37,4 @@ void trimPinnedPool();
 // Bytes of pinned memory now cached for reuse.
 size_t pinnedPoolCachedBytes();
 
-}  // namespace loom::cuda
+}  // namespace loom::device

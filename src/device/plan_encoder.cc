@@ -1,4 +1,4 @@
-#include "core/device_plan.h"
+#include "device/plan_encoder.h"
 
 #include <cstring>
 #include <limits>
@@ -6,7 +6,10 @@
 
 #include "base/datatype.h"
 
-namespace loom::cuda {
+namespace loom::device {
+
+using namespace cuda;  // the layout's types (kernels/cuda/device_plan_layout.h)
+
 namespace {
 
 constexpr size_t kTableAlign = 16;
@@ -318,4 +321,4 @@ Status devicePlanResult(const Plan& plan, std::span<const DeviceLaneStatus> stat
   return failed == none ? Status::Ok() : laneFailure(plan, failed, statuses[failed]);
 }
 
-}  // namespace loom::cuda
+}  // namespace loom::device

@@ -1,13 +1,13 @@
 // Encodes one rank's plan for one operation into the flat layout of kernels/cuda/device_plan_layout.h,
 // which a kernel can read from device memory (kernels/cuda/plan_kernel.cu) and a host thread from host
 // memory (the tests' emulation): the same bytes serve both. The interpreter that runs it is
-// kernels/cuda/plan_interpreter.cuh. It lives in core because it reads algorithms' Plan (kernels do
-// not depend on algorithms); it is built with the CUDA feature only.
+// kernels/cuda/plan_interpreter.cuh. It lives in the device layer because it reads algorithms' Plan
+// (kernels do not depend on algorithms); CUDA builds only.
 //
-// The encoding holds the lanes and steps of ../algorithms/plan.h, a buffer table (where send, recv,
+// The encoding holds the lanes and steps of algorithms/plan.h, a buffer table (where send, recv,
 // scratch and point-to-point buffers are) and a connection table: for every (peer, channel) the FIFO
 // this rank sends into and the FIFO it receives from. Messages follow the host FIFO protocol of
-// ../transport/memory_fifo.h: slots live in the receiver's memory; the sender publishes a message
+// transport/memory_fifo.h: slots live in the receiver's memory; the sender publishes a message
 // by advancing `tail`, the receiver frees its slot by advancing `head`; counters only grow.
 //
 // No CUDA header is needed to include this file; everything in it is host code.
@@ -22,9 +22,13 @@
 #include "base/status.h"
 #include "kernels/cuda/device_plan_layout.h"
 
-namespace loom::cuda {
+namespace loom::device {
 
-static_assert(kNoDeviceBuffer == kNoBuffer);
+using cuda::DeviceFifo;
+using cuda::DeviceLaneStatus;
+using cuda::DevicePlanShape;
+
+static_assert(cuda::kNoDeviceBuffer == kNoBuffer);
 
 // Everything besides the plan that the encoding binds: memory, connections, and how to stop.
 struct DevicePlanBindings {
@@ -72,4 +76,4 @@ void writeDevicePlanSequenceHeader(const DevicePlanSequenceLayout& layout, uint3
 // for a size mismatch, loomInternalError otherwise).
 Status devicePlanResult(const Plan& plan, std::span<const DeviceLaneStatus> statuses);
 
-}  // namespace loom::cuda
+}  // namespace loom::device

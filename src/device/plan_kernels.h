@@ -1,18 +1,22 @@
-// Device buffers run by the plan kernel (issue 8): an operation whose buffers are all in GPU memory
-// runs as a kernel on the caller's stream that walks this rank's plan steps over the p2p transport's
-// FIFOs (transport/p2p_fifos.h), with no copy through host memory and no host thread involved, as in
-// NCCL. The host returns once the launch is enqueued.
+// Device buffers run by the plan kernel: an operation whose buffers are all in GPU memory runs as a
+// kernel on the caller's stream that walks this rank's plan steps over the p2p transport's FIFOs
+// (p2p_fifos.h), with no copy through host memory and no host thread involved, as in NCCL. The host
+// returns once the launch is enqueued.
 //
-// - Set up lazily, at a communicator's first operation on device buffers, collectively (every rank
-//   makes that call): every rank allocates and maps its FIFOs and all ranks agree whether every pair
-//   can reach each other's GPU memory. When not (ranks on other hosts, GPUs without peer access,
-//   processes sharing one GPU without LOOM_DEVICE_PLANS=1, LOOM_DEVICE_PLANS=0 anywhere), every rank
-//   keeps staging device buffers through host memory (device_staging.h).
+// - Set up at a communicator's first operation on device buffers, collectively (every rank makes that
+//   call): the ranks first agree whether every pair can reach each other's GPU memory, and only then
+//   allocate and map the FIFOs. When not (ranks on other hosts, GPUs without peer access, ranks
+//   sharing one GPU without LOOM_DEVICE_PLANS=1, LOOM_DEVICE_PLANS=0 anywhere), every rank stages
+//   device buffers through host memory (staging.h), or, with LOOM_DEVICE_PLANS=require on any rank,
+//   fails the operation with the reason. Setup also loads every kernel the launches may use (lazy
+//   loading could otherwise synchronize the context while a peer's kernel waits), warms the pinned
+//   pool with the blocks the first launches take, and makes the stream-ordered memory pool the
+//   launches' temporaries come from (stream_pool.h).
 // - An operation runs here when every buffer it uses on this rank is device memory on the
-//   communicator's GPU (PreMulSum: the input is scaled into a temporary on the stream first, and
-//   the plan is a sum; core/planner.h says how a device scalar is read). Ranks must agree on the memory
-//   kind of each call, as NCCL requires device memory everywhere: a rank whose buffers are host
-//   memory while its peers' are on the device runs another transport, and both sides time out.
+//   communicator's GPU (PreMulSum: the input is scaled into a temporary on the stream first, and the
+//   plan is a sum). Ranks must agree on the memory kind of each call, as NCCL requires device memory
+//   everywhere: a rank whose buffers are host memory while its peers' are on the device runs another
+//   transport, and both sides time out.
 // - One launch per communicator and run of same-dtype operations of a group: its blocks run the
 //   operations' plans one after the other (kernels/cuda/plan_launch.h). Launches of one communicator
 //   are ordered after each other whatever streams they are on (the FIFOs are shared), and a group's
@@ -27,46 +31,95 @@
 //   timeout after LOOM_TIMEOUT_MS, a message of the wrong size, an abort) fails the communicator,
 //   seen by loomCommGetAsyncError and the next call. loomCommAbort and any other failure of the
 //   communicator raise the abort word every waiting lane watches.
+//
+// CUDA builds only; no CUDA header is needed to include this file.
 #pragma once
 
+#include <atomic>
+#include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <tuple>
 #include <vector>
 
-#include "base/status.h"
-#include "core/device_staging.h"
-#include "core/operation.h"
+#include "device/device_layer.h"
+#include "device/event_handle.h"
+#include "device/host_flags.h"
+#include "device/p2p_fifos.h"
+#include "device/pinned_pool.h"
 
-struct loomComm;
+namespace loom::device {
 
-namespace loom {
-
-// A communicator's device-plan state (its FIFOs, its launches in flight); only the CUDA build makes one.
-class DevicePlanState {
- public:
-  virtual ~DevicePlanState() = default;  // raises the abort word if the communicator failed, then waits for its launches
-  // Stops every lane of this communicator's launches at its next wait (an abort or a failure).
-  virtual void raiseAbort() = 0;
+// One launch until its stream passed it: the encoded plans and the lanes' statuses live in one
+// pinned block (the kernel writes the statuses there), kept until then.
+struct KernelLaunch {
+  struct Entry {
+    std::shared_ptr<const Plan> plan;
+    std::function<std::string()> describe;  // the operation, for a failure's message
+    size_t firstStatus = 0;
+  };
+  PinnedBlock blob;
+  cuda::DeviceLaneStatus* statuses = nullptr;
+  std::vector<Entry> entries;
+  EventHandle done;
 };
 
-#ifdef LOOM_HAVE_CUDA
+class PlanKernels {
+ public:
+  explicit PlanKernels(const CommFacts& facts) : facts_(facts) {}
+  ~PlanKernels();  // raises the abort word if the communicator failed, then waits for the launches
+  PlanKernels(const PlanKernels&) = delete;
+  PlanKernels& operator=(const PlanKernels&) = delete;
 
-// A communicator's state, made at init (nothing CUDA happens until its first device operation).
-std::unique_ptr<DevicePlanState> makeDevicePlanState();
+  // Read and changed under the communicator's `busy` lock (core holds it around every operation).
+  PlanKernelSetup setup() const { return setup_; }
+  const std::string& refusal() const { return refusal_; }
+  bool required() const { return required_; }
+  int gpu() const { return fifos_ ? fifos_->device() : -1; }
+  // Collective (every rank of the communicator): device_layer.h's setUpPlanKernels.
+  Status setUp(int gpu);
+  Status adjustChannels(Algorithm algo, PlanRequest* req);
+  Status launch(std::vector<KernelPlan>& plans, std::span<const loomStream_t> streams);
 
-// Runs those of `ops` that can run as plan kernels (above) and hands the others to `next`, in call order;
-// refuses the call, before anything is launched, when one of the others is on a stream being captured
-// into a CUDA graph (core/stream_capture.h).
-Status runWithDevicePlans(const std::vector<Operation>& ops, HostRunner next);
+  // From any thread.
+  void raiseAbort();
+  void poll();
 
-// Looks at the communicator's finished launches: a launch whose lanes failed fails the communicator.
-void pollDeviceLaunches(loomComm* comm);
+ private:
+  // Nothing enqueued yet: what launch() refuses (alignment, the legacy stream, mixed captures).
+  Status checkLaunchable(const std::vector<KernelPlan>& plans, std::span<const loomStream_t> streams) const;
+  // Encodes plans [first, end) (one dtype) as one sequence and launches it on `stream` (kernel_launch.cc).
+  Status launchRun(std::vector<KernelPlan>& plans, size_t first, size_t end, loomStream_t stream, bool captured);
+  // Reports and forgets finished launches; reports what a captured launch's replays saw. Under mutex_.
+  void reapLocked();
+  void reapCapturedLocked();
+  void fail(const Status& error);
 
-#else
+  const CommFacts& facts_;
+  PlanKernelSetup setup_ = PlanKernelSetup::NotYet;
+  std::string refusal_;
+  bool required_ = false;  // some rank has LOOM_DEVICE_PLANS=require
+  std::unique_ptr<P2pFifos> fifos_;  // also when unusable: what setup allocated stays until the communicator goes
+  // maxLanesPerChannel by (collective, algorithm, root): the same for every operation of that shape.
+  std::map<std::tuple<int, int, int>, uint64_t> lanesPerChannel_;
+  HostFlags flags_{1};
+  HostFlags::Flag abortFlag_;
+  EventHandle lastLaunch_;  // launches share the FIFOs: each follows the one before
+  // The same within one CUDA graph capture: the last launch captured, and into which capture.
+  EventHandle lastCaptured_;
+  unsigned long long lastCaptureId_ = 0;
 
-inline std::unique_ptr<DevicePlanState> makeDevicePlanState() { return nullptr; }
-inline Status runWithDevicePlans(const std::vector<Operation>& ops, HostRunner next) { return next(ops); }
-inline void pollDeviceLaunches(loomComm*) {}
+  std::mutex mutex_;  // guards launches_ and captured_: loomCommGetAsyncError looks at them from any thread
+  std::deque<std::unique_ptr<KernelLaunch>> launches_;
+  // Launches captured into CUDA graphs: their encoded plans are copied to the GPU at every replay and
+  // their lanes report into the same statuses, so they are kept for the communicator's lifetime (the
+  // graphs must not be replayed after it).
+  std::vector<std::unique_ptr<KernelLaunch>> captured_;
+  std::atomic<bool> failed_{false};
+  std::atomic<volatile uint32_t*> abortWord_{nullptr};
+};
 
-#endif
-
-}  // namespace loom
+}  // namespace loom::device

@@ -1,32 +1,17 @@
-// CUDA graph capture (stream capture) of collectives. Plan kernels can be captured (core/device_plans.h
-// says how); everything else is refused with loomInvalidUsage before anything is enqueued, so the
-// capture stays valid and the caller learns why, instead of a capture invalidated by Loom's host-side
-// waits or a graph that replays work whose host side (staging, progress thread) is long gone.
+// CUDA graph capture (stream capture) seen from the device layer. Plan kernels can be captured
+// (plan_kernels.h says how); core refuses everything else on a capturing stream with loomInvalidUsage
+// before anything is enqueued (core/group.cc, with the seam's captureOf), so that the capture stays
+// valid and the caller learns why, instead of a capture invalidated by Loom's host-side waits or a
+// graph that replays work whose host side (staging, progress thread) is long gone. CUDA builds only.
 #pragma once
 
-#include <vector>
+#include "device/device_layer.h"
 
-#include "base/status.h"
-#include "core/operation.h"
-
-namespace loom {
-
-#ifdef LOOM_HAVE_CUDA
-
-// Ok, or loomInvalidUsage naming the first operation whose stream is capturing (for the paths that
-// cannot be captured: staging through host memory, host buffers).
-Status refuseCapturingStreams(const std::vector<Operation>& ops);
-
-// Whether `stream` is being captured, and into which capture sequence.
-struct StreamCapture {
-  bool active = false;
-  unsigned long long id = 0;
-};
-Status captureOf(loomStream_t stream, StreamCapture* out);
+namespace loom::device {
 
 // While it lives, this thread may make CUDA calls that a global-mode capture would otherwise refuse
-// (pinned and stream-ordered allocations the launch needs): cudaThreadExchangeStreamCaptureMode to
-// relaxed, and back.
+// (pinned and stream-ordered allocations the launch needs, event queries): the thread's capture mode
+// is relaxed (cudaThreadExchangeStreamCaptureMode), and restored after.
 class RelaxedCaptureMode {
  public:
   RelaxedCaptureMode();
@@ -38,10 +23,4 @@ class RelaxedCaptureMode {
   int previous_;
 };
 
-#else
-
-inline Status refuseCapturingStreams(const std::vector<Operation>&) { return Status::Ok(); }
-
-#endif
-
-}  // namespace loom
+}  // namespace loom::device

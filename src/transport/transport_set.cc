@@ -27,7 +27,7 @@ const char* transportKindName(TransportKind kind) {
 
 TransportKind selectTransport(const PeerLocation& a, const PeerLocation& b, const std::string& forced) {
   if (forced == "socket" || a.hostHash != b.hostHash) return TransportKind::Socket;
-  if (forced == "shm" || a.pid != b.pid) return TransportKind::Shm;
+  if (forced == "shm" || !a.sameProcess(b)) return TransportKind::Shm;
   return TransportKind::Local;
 }
 
@@ -81,7 +81,7 @@ std::vector<int> TransportSet::memoryPeersOf(int rank) const {
 
 bool TransportSet::hasPeerInThisProcess() const {
   for (int q = 0; q < nranks_; ++q)
-    if (q != rank_ && peers_[q].hostHash == peers_[rank_].hostHash && peers_[q].pid == peers_[rank_].pid) return true;
+    if (q != rank_ && peers_[q].sameProcess(peers_[rank_])) return true;
   return false;
 }
 

@@ -22,6 +22,10 @@ struct PeerLocation {
   uint64_t hostHash = 0;
   int32_t pid = 0;
   std::string hostname;
+  uint64_t processNonce = 0;  // bootstrap/wire.h's RankInfo says why a pid alone is not enough
+  bool sameProcess(const PeerLocation& o) const {
+    return hostHash == o.hostHash && pid == o.pid && processNonce == o.processNonce;
+  }
 };
 
 struct TransportOptions {

@@ -1,4 +1,4 @@
-// Gated operations (core/operation_gate.h): what device buffers staged on a CUDA stream rely on,
+// Gated operations (device/operation_gate.h): what device buffers staged on a CUDA stream rely on,
 // checked with host gates so that it runs on every machine. A gated operation returns at once, runs
 // on the communicator's progress thread (started for a blocking communicator too) only once its
 // gate is ready, and always finishes its gate: with Ok, or with the error that broke the
@@ -22,7 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class TestGate final : public loom::OperationGate {
+class TestGate final : public loom::device::OperationGate {
  public:
   loom::Status ready(bool* isReady) override {
     *isReady = open.load();
@@ -46,7 +46,7 @@ void runRanks(int n, int timeoutMs, const std::function<void(int, loomComm_t)>& 
 }
 
 loom::Operation allReduce(loomComm_t comm, const float* send, float* recv, size_t count,
-                          std::shared_ptr<loom::OperationGate> gate) {
+                          std::shared_ptr<loom::device::OperationGate> gate) {
   loom::Operation op;
   op.coll = loom::Collective::AllReduce;
   op.comm = comm;

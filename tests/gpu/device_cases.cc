@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
+#include <utility>
 #include <stdexcept>
 
 #include "gpu_support.h"
@@ -105,10 +105,11 @@ std::string checkOutput(const Case& c, const RankContext& ctx, const uint8_t* re
   return "unknown collective";
 }
 
-// The reduction operator of a case; a PreMulSum scalar is kept in device memory when asked.
+// The reduction operator of a case; a PreMulSum scalar is kept in device memory when asked (in
+// `deviceScalar`, 8 bytes allocated once per run).
 class CaseOp {
  public:
-  CaseOp(const Case& c, loomComm_t comm, bool deviceScalar) : comm_(comm) {
+  CaseOp(const Case& c, loomComm_t comm, DeviceBuffer* deviceScalar) : comm_(comm) {
     if (c.op != Op::PreMulSum) {
       op_ = loomtest::builtinOp(c.op);
       return;
@@ -118,9 +119,8 @@ class CaseOp {
     void* where = scalar;
     loomScalarResidence_t residence = loomScalarHostImmediate;
     if (deviceScalar) {
-      cudaCheck(cudaMalloc(&deviceScalar_, 8), "cudaMalloc (scalar)");
-      cudaCheck(cudaMemcpy(deviceScalar_, scalar, 8, cudaMemcpyHostToDevice), "cudaMemcpy (scalar)");
-      where = deviceScalar_;
+      deviceScalar->upload(scalar, sizeof scalar);
+      where = deviceScalar->data();
       residence = loomScalarDevice;
     }
     created_ = loomRedOpCreatePreMulSum(&op_, where, c.dtype, residence, comm);
@@ -128,7 +128,6 @@ class CaseOp {
   }
   ~CaseOp() {
     if (made_) loomRedOpDestroy(op_, comm_);
-    if (deviceScalar_) cudaFree(deviceScalar_);
   }
   loomRedOp_t op() const { return op_; }
   loomResult_t created() const { return created_; }
@@ -138,7 +137,15 @@ class CaseOp {
   loomRedOp_t op_ = loomSum;
   loomResult_t created_ = loomSuccess;
   bool made_ = false;
-  void* deviceScalar_ = nullptr;
+};
+
+// One rank's device memory for a whole run, sized for its largest case.
+struct RunBuffers {
+  RunBuffers(size_t sendBytes, size_t recvBytes, uint64_t seed)
+      : send(sendBytes, seed), recv(recvBytes, seed + 100), scalar(8, seed + 200) {}
+  DeviceBuffer send;    // out of place: the send buffer
+  DeviceBuffer recv;    // out of place: the receive buffer; in place: the one buffer
+  DeviceBuffer scalar;  // a PreMulSum scalar in device memory
 };
 
 loomResult_t callCollective(const Case& c, const RankContext& ctx, const void* send, void* recv, loomRedOp_t op,
@@ -167,7 +174,17 @@ loomResult_t callCollective(const Case& c, const RankContext& ctx, const void* s
   return loomInvalidArgument;
 }
 
-CaseResult runDeviceCase(RankContext& ctx, const Case& c, cudaStream_t stream, const DeviceRunOptions& options) {
+// The bytes a case's buffers take on this rank: (send, receive) out of place; in place, the one
+// buffer counts as the receive buffer.
+std::pair<size_t, size_t> caseBytes(const Case& c, const RankContext& ctx) {
+  const size_t es = loomtest::dtypeSize(c.dtype);
+  const Layout layout = layoutFor(c, ctx.nranks, ctx.rank);
+  if (runsInPlace(c, ctx.rank)) return {0, std::max(layout.sendElems, layout.recvElems) * es};
+  return {layout.sendElems * es, layout.recvElems * es};
+}
+
+CaseResult runDeviceCase(RankContext& ctx, const Case& c, cudaStream_t stream, const DeviceRunOptions& options,
+                         RunBuffers& buffers) {
   ctx.note("device " + loomtest::describeCase(c, ctx));
   const size_t es = loomtest::dtypeSize(c.dtype), bytes = c.count * es;
   const Layout layout = layoutFor(c, ctx.nranks, ctx.rank);
@@ -175,27 +192,29 @@ CaseResult runDeviceCase(RankContext& ctx, const Case& c, cudaStream_t stream, c
   std::vector<uint8_t> sendImage(layout.sendElems * es);
   fillInput(c, ctx, sendImage);
 
-  std::optional<DeviceBuffer> one, sendBuf, recvBuf;
+  const auto [sendBytes, recvBytes] = caseBytes(c, ctx);
+  DeviceBuffer* one = inPlace ? &buffers.recv : nullptr;
+  DeviceBuffer* sendBuf = inPlace ? nullptr : &buffers.send;
+  DeviceBuffer* recvBuf = inPlace ? nullptr : &buffers.recv;
   uint8_t* sendDev = nullptr;
   uint8_t* recvDev = nullptr;
   size_t recvOffset = 0;
   if (inPlace) {
-    const size_t total = std::max(layout.sendElems, layout.recvElems) * es;
     const size_t sendOffset = layout.sendElems < layout.recvElems ? layout.inPlaceBlock * bytes : 0;
     recvOffset = layout.recvElems < layout.sendElems ? layout.inPlaceBlock * bytes : 0;
-    one.emplace(total, c.seed + ctx.rank);
+    one->prepare(recvBytes, c.seed + ctx.rank);
     one->upload(sendImage.data(), sendImage.size(), sendOffset);
     sendDev = one->data() + sendOffset;
     recvDev = one->data() + recvOffset;
   } else {
-    sendBuf.emplace(sendImage.size(), c.seed + ctx.rank);
-    recvBuf.emplace(layout.recvElems * es, c.seed + 100 + ctx.rank);
+    sendBuf->prepare(sendBytes, c.seed + ctx.rank);
+    recvBuf->prepare(recvBytes, c.seed + 100 + ctx.rank);
     sendBuf->upload(sendImage.data(), sendImage.size());
     sendDev = sendBuf->data();
     recvDev = recvBuf->data();
   }
 
-  CaseOp op(c, ctx.comm, options.deviceScalars);
+  CaseOp op(c, ctx.comm, options.deviceScalars ? &buffers.scalar : nullptr);
   if (op.created() != loomSuccess)
     return {loomtest::callFailure("loomRedOpCreatePreMulSum", op.created(), ctx.comm), true};
   loomResult_t r = callCollective(c, ctx, sendDev, recvDev, op.op(), stream);
@@ -220,21 +239,32 @@ CaseResult runDeviceCase(RankContext& ctx, const Case& c, cudaStream_t stream, c
 
 }  // namespace
 
+std::string meetOnTheHost(RankContext& ctx) {
+  int one = 1, all = 0;
+  const loomResult_t met = loomAllReduce(&one, &all, 1, loomInt32, loomSum, ctx.comm, nullptr);
+  if (met != loomSuccess) return loomtest::callFailure("loomAllReduce (the ranks' meeting)", met, ctx.comm);
+  return all == ctx.nranks ? "" : "the ranks' meeting counted " + std::to_string(all) + " ranks";
+}
+
 std::string runDeviceCases(RankContext& ctx, const std::vector<Case>& cases, int device,
                            const DeviceRunOptions& options) {
   cudaCheck(cudaSetDevice(device), "cudaSetDevice");
   cudaStream_t stream = nullptr;
   if (!options.useNullStream) cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  size_t sendMost = 0, recvMost = 0;
+  for (const Case& c : cases) {
+    const auto [send, recv] = caseBytes(c, ctx);
+    sendMost = std::max(sendMost, send);
+    recvMost = std::max(recvMost, recv);
+  }
+  RunBuffers buffers(sendMost, recvMost, static_cast<uint64_t>(ctx.rank) * 7919);
   std::string out;
+  const std::string met = meetOnTheHost(ctx);  // every rank's allocations are done before any launch
+  if (!met.empty()) return met;
   int failures = 0;
   constexpr int kMaxFailures = 8;
   for (const Case& c : cases) {
-    CaseResult r = runDeviceCase(ctx, c, stream, options);
-    if (options.meetAfterEachCase && !r.fatal) {
-      int one = 1, all = 0;
-      const loomResult_t met = loomAllReduce(&one, &all, 1, loomInt32, loomSum, ctx.comm, nullptr);
-      if (met != loomSuccess && r.failure.empty()) r = {loomtest::callFailure("loomAllReduce (meeting)", met, ctx.comm), true};
-    }
+    CaseResult r = runDeviceCase(ctx, c, stream, options, buffers);
     if (r.failure.empty()) continue;
     if (failures++ < kMaxFailures) out += "\n  " + loomtest::describeCase(c, ctx) + ": " + r.failure;
     if (r.fatal) {

@@ -14,15 +14,19 @@ namespace loomgpu {
 struct DeviceRunOptions {
   bool useNullStream = false;    // pass stream NULL (the legacy default stream) instead of a created one
   bool deviceScalars = false;    // PreMulSum scalars live in device memory (loomScalarDevice)
-  // Ranks meet (a host allreduce) after each case, once its buffers are freed: ranks that are threads
-  // running plan kernels on one GPU must not free memory (cudaFree synchronizes the device) while a
-  // peer's kernel waits for a launch of theirs that comes only after the free.
-  bool meetAfterEachCase = false;
 };
 
 // Runs the cases in order on ctx's communicator with buffers on CUDA device `device`. Returns "" or
 // the failures (a failed call aborts the communicator and stops the run, as loomtest::runCases does).
+// Each rank allocates its device memory once, for the largest case, and the ranks meet (a host
+// allreduce) before the first case: ranks that are threads running plan kernels on one GPU must not
+// allocate or free device memory (which may synchronize the device) while a peer's kernel waits for
+// a launch of theirs that would come only after it.
 std::string runDeviceCases(loomtest::RankContext& ctx, const std::vector<loomtest::Case>& cases, int device,
                            const DeviceRunOptions& options = {});
+
+// A host allreduce of one int over ctx's communicator: the ranks meet (after their device
+// allocations, before their first launch). Returns "" or the failure.
+std::string meetOnTheHost(loomtest::RankContext& ctx);
 
 }  // namespace loomgpu

@@ -1,6 +1,7 @@
 #include "gpu_support.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,16 @@ void fillJunk(std::vector<uint8_t>& v, uint64_t seed) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     b = static_cast<uint8_t>(x);
   }
+}
+
+// An NVIDIA driver on this machine: its control device node, its /proc entry, or its user-space library.
+bool nvidiaDriverInstalled() {
+  if (access("/dev/nvidiactl", F_OK) == 0 || access("/proc/driver/nvidia/version", F_OK) == 0) return true;
+  if (void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(lib);
+    return true;
+  }
+  return false;
 }
 
 GpuProbe probeInChild() {
@@ -50,6 +61,8 @@ GpuProbe probeInChild() {
   const size_t space = text.find(' ');
   probe.devices = space == std::string::npos ? 0 : std::atoi(text.substr(0, space).c_str());
   probe.reason = probe.devices ? "" : (space == std::string::npos ? "probe process failed" : text.substr(space + 1));
+  // cudaErrorNoDevice is a machine without a GPU; any other failure where a driver is installed is not.
+  probe.broken = probe.devices == 0 && nvidiaDriverInstalled() && probe.reason.find("cudaErrorNoDevice") == std::string::npos;
   return probe;
 }
 
@@ -70,10 +83,16 @@ void cudaCheck(int error, const char* what) {
   throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
-DeviceBuffer::DeviceBuffer(size_t bytes, uint64_t junkSeed) : bytes_(bytes) {
+DeviceBuffer::DeviceBuffer(size_t bytes, uint64_t junkSeed) : capacity_(bytes) {
   void* p = nullptr;
   cudaCheck(cudaMalloc(&p, bytes + 2 * kGuardBytes), "cudaMalloc");
   base_ = static_cast<uint8_t*>(p);
+  prepare(bytes, junkSeed);
+}
+
+void DeviceBuffer::prepare(size_t bytes, uint64_t junkSeed) {
+  if (bytes > capacity_) throw std::runtime_error("DeviceBuffer::prepare beyond the buffer's capacity");
+  bytes_ = bytes;
   std::vector<uint8_t> image(bytes + 2 * kGuardBytes);
   std::vector<uint8_t> junk(bytes);
   fillJunk(junk, junkSeed);

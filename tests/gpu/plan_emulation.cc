@@ -106,17 +106,17 @@ struct BoundPlan {
   BoundPlan(const BoundPlan&) = delete;
   BoundPlan& operator=(const BoundPlan&) = delete;
 
-  size_t bytes() const { return loom::cuda::devicePlanBytes(plan, bindings); }
+  size_t bytes() const { return loom::device::devicePlanBytes(plan, bindings); }
   loom::Status encode(std::span<std::byte> out, loom::cuda::DevicePlanShape* shape) const {
-    return loom::cuda::encodeDevicePlan(plan, bindings, out, shape);
+    return loom::device::encodeDevicePlan(plan, bindings, out, shape);
   }
-  loom::Status result() const { return loom::cuda::devicePlanResult(plan, status); }
+  loom::Status result() const { return loom::device::devicePlanResult(plan, status); }
 
   const loom::Plan& plan;
   std::vector<DeviceFifo> sends, recvs;
   std::vector<uint8_t> direct;
   std::vector<DeviceLaneStatus> status;
-  loom::cuda::DevicePlanBindings bindings;
+  loom::device::DevicePlanBindings bindings;
 };
 
 // Encoded bytes, aligned as a GPU allocation would be at least (DevicePlanSequence is 128-aligned).
@@ -202,10 +202,10 @@ std::vector<std::vector<SequencedResult>> runSequenceEmulated(const std::vector<
       planBytes.push_back(bound[r].back()->bytes());
       blocks[r] = std::max(blocks[r], static_cast<uint32_t>(s.run.plan->lanes.size()));
     }
-    const loom::cuda::DevicePlanSequenceLayout layout = loom::cuda::layoutDevicePlanSequence(planBytes);
+    const loom::device::DevicePlanSequenceLayout layout = loom::device::layoutDevicePlanSequence(planBytes);
     sequences.emplace_back(layout.total);
     const std::span<std::byte> out = sequences[r].bytes();
-    loom::cuda::writeDevicePlanSequenceHeader(layout, blocks[r], out);
+    loom::device::writeDevicePlanSequenceHeader(layout, blocks[r], out);
     for (size_t k = 0; k < bound[r].size(); ++k) {
       loom::cuda::DevicePlanShape shape;
       results[r].push_back({bound[r][k]->encode(out.subspan(layout.offsets[k], planBytes[k]), &shape), {}});

@@ -13,7 +13,7 @@
 #include "algorithms/plan.h"
 #include "base/status.h"
 #include "kernels/cpu/reduce.h"
-#include "core/device_plan.h"
+#include "device/plan_encoder.h"
 
 namespace loomgpu {
 
@@ -100,7 +100,7 @@ struct SequencedResult {
 };
 
 // The way the library launches a group's operations (kernels/cuda/plan_launch.h): every rank's plans,
-// in order and all of `dtype`, are encoded into one plan sequence (core/device_plan.h) over `mesh`,
+// in order and all of `dtype`, are encoded into one plan sequence (device/plan_encoder.h) over `mesh`,
 // and every rank's launch runs at once, as many blocks as its plans have lanes at most, each on
 // options.workersPerLane threads. Returns what each plan of each rank reported, [rank][plan].
 std::vector<std::vector<SequencedResult>> runSequenceEmulated(const std::vector<std::vector<SequencedRun>>& ranks,

@@ -59,7 +59,8 @@ std::vector<MatrixSpec> reductionSpecs(Coll coll) {
 }
 
 // Runs `body(ctx, stream)` on each of n ranks with GPU 0 current and a non-blocking stream of the
-// rank's own (destroyed afterwards); every rank must return "".
+// rank's own (destroyed afterwards); every rank must return "". Bodies allocate what they need first
+// and meet (meetOnTheHost) before their first launch (device_cases.h says why).
 template <class Body>
 void expectOnEveryRank(int n, Body body) {
   loomtest::RunOptions run;
@@ -90,6 +91,7 @@ TEST_P(DeviceCollectives, Gather) { expectPasses(GetParam(), {{.colls = {Coll::G
 TEST_P(DeviceCollectives, Scatter) { expectPasses(GetParam(), {{.colls = {Coll::Scatter}}}); }
 TEST_P(DeviceCollectives, SendRecvRing) { expectPasses(GetParam(), {{.colls = {Coll::SendRecv}}}); }
 
+#ifndef LOOM_GPU_DEVICE_PLANS
 // The legacy default stream (stream NULL) instead of a created stream.
 TEST_P(DeviceCollectives, NullStream) {
   DeviceRunOptions options;
@@ -101,6 +103,52 @@ TEST_P(DeviceCollectives, NullStream) {
                  .counts = {1, 65537}}},
                options);
 }
+#else
+// Plan kernels of ranks that are threads on one GPU cannot share the legacy default stream, one queue
+// for the whole process, since their kernels wait for each other: a call on it is refused before
+// anything is enqueued, and the communicator goes on working on created streams.
+TEST_P(DeviceCollectives, NullStreamIsRefusedWhereItWouldSerializeRanks) {
+  expectOnEveryRank(GetParam(), [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
+    const size_t count = 1000;
+    std::vector<float> host(count, 1.0f);
+    DeviceBuffer buf(count * sizeof(float), 23);
+    buf.upload(host.data(), count * sizeof(float));
+    if (std::string met = meetOnTheHost(ctx); !met.empty()) return met;
+    std::string problems;
+    const loomResult_t refused = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, nullptr);
+    const std::string why = loomGetLastError(ctx.comm);
+    if (refused != loomInvalidUsage) problems += " the call on the legacy stream returned " + std::to_string(refused) + ";";
+    if (why.find("legacy default stream") == std::string::npos) problems += " its error says: " + why + ";";
+    const loomResult_t after = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
+    if (after != loomSuccess) return problems + loomtest::callFailure("loomAllReduce on a created stream", after, ctx.comm);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    const std::vector<uint8_t> bytes = buf.download();
+    const float got = reinterpret_cast<const float*>(bytes.data())[count - 1];
+    if (got != static_cast<float>(GetParam())) problems += " after the refusal: " + std::to_string(got) + ";";
+    return problems + buf.checkGuards("buffer");
+  });
+}
+
+// A buffer that is not aligned to its elements would trap the GPU (a sticky error that ends the
+// process's context): refused with loomInvalidArgument before anything is enqueued.
+TEST_P(DeviceCollectives, MisalignedBuffersAreRefused) {
+  expectOnEveryRank(GetParam(), [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
+    const size_t count = 1000;
+    DeviceBuffer buf(count * sizeof(float) + 4, 29);
+    if (std::string met = meetOnTheHost(ctx); !met.empty()) return met;
+    const std::vector<uint8_t> before = buf.download();
+    float* odd = reinterpret_cast<float*>(buf.data() + 2);
+    const loomResult_t r = loomAllReduce(odd, odd, count, loomFloat32, loomSum, ctx.comm, stream);
+    std::string problems;
+    if (r != loomInvalidArgument) problems += " a misaligned buffer gave " + std::to_string(r) + ";";
+    if (std::string(loomGetLastError(ctx.comm)).find("aligned") == std::string::npos)
+      problems += std::string(" its error says: ") + loomGetLastError(ctx.comm) + ";";
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    if (buf.download() != before) problems += " the buffer changed;";
+    return problems + buf.checkGuards("buffer");
+  });
+}
+#endif
 
 // PreMulSum with its scalar in device memory (loomScalarDevice), read when the operation runs.
 TEST_P(DeviceCollectives, DeviceResidentScalar) {
@@ -128,6 +176,7 @@ TEST_P(DeviceCollectives, DeviceScalarIsReadInStreamOrder) {
     std::vector<float> host(count, static_cast<float>(ctx.rank + 1));
     DeviceBuffer buf(count * sizeof(float), 13);
     buf.upload(host.data(), count * sizeof(float));
+    if (std::string met = meetOnTheHost(ctx); !met.empty()) return met;
     loomRedOp_t op{};
     loomResult_t r = loomRedOpCreatePreMulSum(&op, scalar.data(), loomFloat32, loomScalarDevice, ctx.comm);
     if (r != loomSuccess) return loomtest::callFailure("loomRedOpCreatePreMulSum", r, ctx.comm);
@@ -162,6 +211,7 @@ TEST_P(DeviceCollectives, StreamCaptureIsRefusedCleanly) {
     std::vector<float> host(count, 1.0f);
     DeviceBuffer buf(count * sizeof(float), 17);
     buf.upload(host.data(), count * sizeof(float));
+    if (std::string met = meetOnTheHost(ctx); !met.empty()) return met;
     std::string problems;
     cudaCheck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     const loomResult_t captured = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
@@ -194,6 +244,7 @@ TEST_P(DeviceCollectives, CapturedIntoACudaGraph) {
       buf.upload(host.data(), count * sizeof(float));
     };
     fill(1.0f);
+    if (std::string met = meetOnTheHost(ctx); !met.empty()) return met;
     loomResult_t r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
     if (r != loomSuccess) return loomtest::callFailure("loomAllReduce before the capture", r, ctx.comm);
     cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
@@ -207,6 +258,8 @@ TEST_P(DeviceCollectives, CapturedIntoACudaGraph) {
     if (r != loomSuccess) return problems + loomtest::callFailure("loomAllReduce in the capture", r, ctx.comm);
     cudaGraphExec_t exec = nullptr;
     cudaCheck(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    // Instantiating may allocate the graph's memory: every rank does it before any rank replays.
+    if (std::string met = meetOnTheHost(ctx); !met.empty()) return problems + met;
     for (int replay = 0; replay < 3 && problems.empty(); ++replay) {
       fill(static_cast<float>(ctx.rank + 1 + replay));
       cudaCheck(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
@@ -259,7 +312,7 @@ TEST_P(DeviceCollectives, SlotsOnlyWithoutDirectMode) {
 // Stream order: the stream is held for 300 ms by a host function before two collectives on it.
 // Ranks that are processes, and plan kernels, get NCCL's semantics: the calls return while the stream
 // is still held, and the work happens in stream order after it. Ranks that are threads of one process
-// without plan kernels are staged synchronously (src/core/device_staging.h says why), so there the
+// without plan kernels are staged synchronously (src/device/staging.h says why), so there the
 // first call waits for the stream.
 TEST_P(DeviceCollectives, OrderedOnTheCallersStream) {
   const int n = GetParam();
@@ -269,11 +322,17 @@ TEST_P(DeviceCollectives, OrderedOnTheCallersStream) {
     const size_t count = (size_t{1} << 20) + 3;
     std::vector<float> host(count, static_cast<float>(ctx.rank + 1));
     DeviceBuffer buf(count * sizeof(float), 11);
+    if (std::string met = meetOnTheHost(ctx); !met.empty()) return met;
+    // The communicator's first operation on device buffers sets its GPU transport up (and may wait
+    // for the stream then): one before the timed calls, on this same buffer, then the real input.
+    loomResult_t r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
+    if (r != loomSuccess) return loomtest::callFailure("loomAllReduce (warm-up)", r, ctx.comm);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     buf.upload(host.data(), count * sizeof(float));
     cudaCheck(cudaLaunchHostFunc(stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }, nullptr),
               "cudaLaunchHostFunc");
     const Clock::time_point start = Clock::now();
-    loomResult_t r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
+    r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
     const double callMs = ms(Clock::now() - start);
     if (r != loomSuccess) return loomtest::callFailure("loomAllReduce", r, ctx.comm);
     // Queued behind the first on the same stream: Max of equal sums keeps the sum.

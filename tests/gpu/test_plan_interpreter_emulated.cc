@@ -108,7 +108,7 @@ struct SingleRank {
   std::vector<loom::cuda::DeviceFifo> sends, recvs;
   std::vector<char*> buffers;
   std::vector<loom::cuda::DeviceLaneStatus> status;
-  loom::cuda::DevicePlanBindings bindings;
+  loom::device::DevicePlanBindings bindings;
   std::vector<std::max_align_t> out;
 
   loom::Status encode() {
@@ -116,9 +116,9 @@ struct SingleRank {
     bindings.sends = sends;
     bindings.recvs = recvs;
     bindings.laneStatus = status.empty() ? nullptr : status.data();
-    out.resize(loom::cuda::devicePlanBytes(plan, bindings) / sizeof(std::max_align_t) + 1);
+    out.resize(loom::device::devicePlanBytes(plan, bindings) / sizeof(std::max_align_t) + 1);
     loom::cuda::DevicePlanShape shape;
-    return loom::cuda::encodeDevicePlan(plan, bindings, std::as_writable_bytes(std::span(out)), &shape);
+    return loom::device::encodeDevicePlan(plan, bindings, std::as_writable_bytes(std::span(out)), &shape);
   }
 };
 
@@ -265,12 +265,12 @@ TEST(PlanInterpreter, KernelOfAnotherDtypeRefusesToRun) {
   loom::cuda::HostLane lane(1);
   loom::cuda::HostLanePlatform platform(&lane, 0);
   loom::cuda::runLane<loom::cuda::HalfElem>(s.out.data(), 0, platform);  // a 2-byte kernel, a 4-byte plan
-  const loom::Status st = loom::cuda::devicePlanResult(s.plan, s.status);
+  const loom::Status st = loom::device::devicePlanResult(s.plan, s.status);
   EXPECT_EQ(st.code(), loomInternalError);
   EXPECT_NE(st.message().find("the kernel's dtype is not the encoded plan's"), std::string::npos) << st.message();
   // A lane that never ran is not mistaken for one that finished.
   s.status.assign(s.status.size(), {});
-  EXPECT_NE(loom::cuda::devicePlanResult(s.plan, s.status).message().find("did not report"), std::string::npos);
+  EXPECT_NE(loom::device::devicePlanResult(s.plan, s.status).message().find("did not report"), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Plan sequences run on the host: several operations of each rank encoded into one launch
-// (core/device_plan.h's layoutDevicePlanSequence) and run by plan_interpreter.cuh's runSequence, block b
+// (device/plan_encoder.h's layoutDevicePlanSequence) and run by plan_interpreter.cuh's runSequence, block b
 // running lane b of each plan in order and the blocks meeting between plans (plan_emulation.h's
 // runSequenceEmulated). Checked against the reference run of the operations one by one and against
 // the values they must produce; then what a failed plan, or a slow lane, does to the plans after it.

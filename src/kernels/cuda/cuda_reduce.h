@@ -27,6 +27,10 @@ int reduceArraysAsync(void* dst, const void* a, const void* b, size_t count, loo
 int copyArrayAsync(void* dst, const void* src, size_t count, loomDataType_t dtype, const ReduceOp& op,
                    bool finalize, Stream stream);
 
+// Loads every kernel of this file on the current device (cudaFuncGetAttributes): with lazy loading
+// (CUDA >= 12.2) a kernel's first launch may otherwise synchronize the context. Returns a cudaError_t value.
+int loadElementwiseKernels();
+
 // The grid reduceArraysAsync uses for `count` elements of elemSize bytes on the current device.
 struct LaunchShape {
   unsigned blocks = 1;

@@ -57,6 +57,16 @@ size_t elemSizeOf(loomDataType_t dtype) {
 
 }  // namespace
 
+int loadElementwiseKernels() {
+  cudaError_t err = cudaSuccess;
+  for (int d = 0; d < loomNumTypes && err == cudaSuccess; ++d)
+    withElem(static_cast<loomDataType_t>(d), [&](auto elem) {
+      cudaFuncAttributes attributes{};
+      err = cudaFuncGetAttributes(&attributes, elementwiseKernel<decltype(elem)>);
+    });
+  return static_cast<int>(err);
+}
+
 LaunchShape launchShape(size_t count, size_t elemSize) {
   const size_t perThread = kVectorBytes / elemSize * kUnroll;  // elements per thread per iteration
   const size_t wanted = (count + perThread * kThreads - 1) / (perThread * kThreads);

@@ -84,6 +84,16 @@ int planKernelCapacity(int device, uint32_t* blocks) {
   return cudaSuccess;
 }
 
+int loadPlanKernels() {
+  cudaError_t err = cudaSuccess;
+  for (int d = 0; d < loomNumTypes && err == cudaSuccess; ++d)
+    withElem(static_cast<loomDataType_t>(d), [&](auto elem) {
+      cudaFuncAttributes attributes{};
+      err = cudaFuncGetAttributes(&attributes, planSequenceKernel<decltype(elem)>);
+    });
+  return static_cast<int>(err);
+}
+
 int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loomDataType_t dtype, Stream stream) {
   if (blocks == 0) return cudaSuccess;
   if (!sequenceOnDevice) return cudaErrorInvalidValue;

@@ -1,7 +1,7 @@
-// Host API of the plan kernel (plan_kernel.cu): runs encoded plans (core/device_plan.h) on the GPU, one
+// Host API of the plan kernel (plan_kernel.cu): runs encoded plans (device/plan_encoder.h) on the GPU, one
 // thread block per lane, ordered on a stream. No CUDA header is needed to include it.
 //
-// core/device_plans.cc launches it for device buffers over the p2p transport's FIFOs.
+// device/kernel_launch.cc launches it for device buffers over the p2p transport's FIFOs.
 #pragma once
 
 #include "kernels/cuda/cuda_reduce.h"
@@ -22,6 +22,11 @@ int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loom
 // How many plan-kernel blocks `device` holds resident at once (SMs x blocks per SM, for the kernel of
 // the most demanding dtype), into *blocks. Returns a cudaError_t value.
 int planKernelCapacity(int device, uint32_t* blocks);
+
+// Loads every plan kernel (one per dtype) on the current device now rather than at its first launch:
+// lazy loading may synchronize the context then, while a peer's plan kernel in this process waits.
+// Returns a cudaError_t value.
+int loadPlanKernels();
 
 // Threads per lane (block).
 inline constexpr unsigned kPlanThreads = 512;

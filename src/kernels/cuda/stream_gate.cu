@@ -25,4 +25,9 @@ int enqueueHostFlagWait(const volatile uint32_t* deviceFlag, Stream stream) {
   return static_cast<int>(cudaGetLastError());
 }
 
+int loadStreamGateKernel() {
+  cudaFuncAttributes attributes{};
+  return static_cast<int>(cudaFuncGetAttributes(&attributes, waitForHostFlag));
+}
+
 }  // namespace loom::cuda

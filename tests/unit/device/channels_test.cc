@@ -1,10 +1,10 @@
-// The plan kernel's channel count (src/algorithms/device_channels.h): grows with the bytes, stops at
+// The plan kernel's channel count (src/device/channels.h): grows with the bytes, stops at
 // the transport's channels and at the lane budget, and counts the lanes of the busiest rank.
-#include "algorithms/device_channels.h"
+#include "device/channels.h"
 
 #include <gtest/gtest.h>
 
-namespace loom {
+namespace loom::device {
 namespace {
 
 PlanRequest request(Collective coll, int nranks, uint64_t count, int root = 0) {
@@ -72,4 +72,4 @@ TEST(DeviceChannels, OperationBytesAreTheSameOnEveryRank) {
 }
 
 }  // namespace
-}  // namespace loom
+}  // namespace loom::device

@@ -1,0 +1,36 @@
+// The seam's CommDevice in CUDA builds: one communicator's plan kernels (plan_kernels.h) and its
+// stream-ordered staged operations in flight (staging.h), behind the interface core sees
+// (device_layer.h). CUDA builds only.
+#pragma once
+
+#include "device/device_layer.h"
+#include "device/plan_kernels.h"
+#include "device/staging.h"
+
+namespace loom::device {
+
+class CudaCommDevice final : public CommDevice {
+ public:
+  explicit CudaCommDevice(CommFacts facts) : facts_(std::move(facts)), kernels_(facts_) {}
+
+  PlanKernelSetup planKernelSetup() const override { return kernels_.setup(); }
+  const std::string& planKernelRefusal() const override { return kernels_.refusal(); }
+  bool planKernelsRequired() const override { return kernels_.required(); }
+  int planKernelGpu() const override { return kernels_.gpu(); }
+  Status adjustChannels(Algorithm algo, PlanRequest* req) override { return kernels_.adjustChannels(algo, req); }
+  Status launch(std::vector<KernelPlan>& plans, std::span<const loomStream_t> streams) override {
+    return kernels_.launch(plans, streams);
+  }
+  void raiseAbort() override { kernels_.raiseAbort(); }
+  void poll() override { kernels_.poll(); }
+
+  PlanKernels& kernels() { return kernels_; }
+  StreamStaging& streams() { return streams_; }
+
+ private:
+  CommFacts facts_;
+  PlanKernels kernels_;  // refers to facts_
+  StreamStaging streams_;
+};
+
+}  // namespace loom::device

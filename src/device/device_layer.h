@@ -1,0 +1,183 @@
+// The device layer's seam (DESIGN.md: core -> device -> kernels): everything core asks of CUDA, and
+// the only header of src/device that core includes (with operation_gate.h, which it exposes). Core
+// routes each operation once, by its communicator and the memory kind of its buffers, to the host
+// path, to staging through pinned host memory, or to plan kernels; only the last two come here.
+//
+// CUDA builds implement it with the rest of this folder; builds without CUDA link host_only.cc
+// instead, whose answer to everything is "no device memory here", so a host-only build contains no
+// CUDA code at all. In a CUDA build on a machine without a GPU, cudaUsable() is decided once and
+// every later question about a pointer is answered without a CUDA call.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "algorithms/builders.h"
+#include "algorithms/plan.h"
+#include "base/exchange.h"
+#include "base/status.h"
+#include "device/operation_gate.h"
+#include "kernels/cpu/reduce.h"
+#include "loom.h"
+
+namespace loom::device {
+
+// ---- Memory kinds -------------------------------------------------------------------------------------
+
+enum class MemoryKind {
+  Host,     // ordinary, pinned or registered host memory, or anything CUDA does not know
+  Managed,  // cudaMallocManaged: host-accessible, but ordered by CUDA streams
+  Device,   // cudaMalloc / cuMem: not host-accessible
+};
+
+struct MemoryInfo {
+  MemoryKind kind = MemoryKind::Host;
+  int device = -1;  // the owning GPU of device and managed memory
+};
+
+// Whether this process can serve device memory: a CUDA build that found a driver and a GPU. Decided
+// once; LOOM_CUDA=0 answers false without touching CUDA.
+bool cudaUsable();
+
+// Where one operation's buffers are (the ranges it uses on this rank; an unused one counts as Host).
+struct Placement {
+  MemoryInfo send, recv;
+  // The GPU when the operation uses a buffer and every buffer it uses is device memory on that one
+  // GPU (what a plan kernel can run), else -1.
+  int kernelGpu = -1;
+  // Some buffer is CUDA memory: the operation is ordered on its stream (staged or a plan kernel).
+  bool touchesCuda() const { return send.kind != MemoryKind::Host || recv.kind != MemoryKind::Host; }
+};
+Placement placementOf(const void* send, size_t sendBytes, const void* recv, size_t recvBytes);
+
+// loomCommInitAll's device list: Ok when CUDA is usable and every entry names a visible device.
+Status checkDeviceList(int ndev, const int* devlist);
+
+// A PreMulSum scalar made with loomScalarDevice may live in device memory: then its element is copied
+// into `storage` (8 bytes) in `stream`'s order and waited for, and *scalar points there, so that the
+// value is the one the work enqueued before the call leaves (NCCL's kernels read it when they run; the
+// wait is the price of reading it on the host). Host scalars are left as they are.
+Status readScalarInStreamOrder(const void** scalar, loomDataType_t dtype, void* storage, loomStream_t stream);
+
+// Whether `stream` is being captured into a CUDA graph, and into which capture. The legacy stream and
+// streams CUDA does not know are never capturing; an invalidated capture is loomInvalidUsage.
+struct StreamCapture {
+  bool active = false;
+  unsigned long long id = 0;
+};
+Status captureOf(loomStream_t stream, StreamCapture* out);
+
+// ---- One communicator's device state ------------------------------------------------------------------
+
+// A rank's process, as the ranks tell each other at init. Two ranks share an address space only when
+// all three agree: a pid alone repeats across PID namespaces on one host.
+struct ProcessIdentity {
+  uint64_t hostHash = 0;
+  int32_t pid = 0;
+  uint64_t nonce = 0;  // random, made once per process
+  bool sameProcess(const ProcessIdentity& o) const { return hostHash == o.hostHash && pid == o.pid && nonce == o.nonce; }
+};
+
+// What the layer needs of the communicator it serves, given once at init.
+struct CommFacts {
+  int rank = 0;
+  int nranks = 1;
+  std::string describe;                     // "comm 'name' rank r/n", for messages
+  PeerExchange* exchange = nullptr;         // the bootstrap: collective exchanges at setup
+  std::vector<ProcessIdentity> processes;   // by rank
+  size_t nslots = 4;                        // FIFO slots per connection (LOOM_FIFO_SLOTS)
+  size_t slotBytes = 128 << 10;             // bytes per slot (LOOM_CHUNK_BYTES)
+  int forcedChannels = 0;                   // LOOM_NCHANNELS (0: chosen per operation)
+  int64_t timeoutMs = 0;                    // a plan kernel's wait without progress this long fails
+  // Fails the communicator (its peers are told, later calls refused) with a failure the layer found:
+  // a launch that could not be completed, a lane that failed. Thread-safe.
+  std::function<void(const Status&)> fail;
+};
+
+// Whether plan kernels serve the communicator's device buffers (decided at its first operation on them).
+enum class PlanKernelSetup { NotYet, Ready, Unavailable };
+
+// One rank's plan bound for a plan kernel: core planned it (hostTemporaries = false); the layer
+// provides the scratch buffer and, when stageFrom is set, the plan's input (a copy of stageFrom,
+// scaled by stageOp's scalar when stageScales: PreMulSum), both on the operation's stream.
+struct KernelPlan {
+  std::shared_ptr<const Plan> plan;
+  std::vector<char*> buffers;  // by plan buffer index
+  loomDataType_t dtype = loomUint8;
+  size_t elemSize = 1;
+  ReduceOp op;
+  const char* stageFrom = nullptr;
+  size_t stageBytes = 0;
+  bool stageScales = false;
+  ReduceOp stageOp;
+  std::function<std::string()> describe;  // the operation, for a failure's message
+};
+
+class CommDevice {
+ public:
+  // Raises the abort word if the communicator failed, then waits for its launches and stream work.
+  virtual ~CommDevice() = default;
+
+  // ---- Plan kernels (plan_kernels.h says how they run)
+  virtual PlanKernelSetup planKernelSetup() const = 0;
+  // Why plan kernels are unavailable ("" otherwise), and whether some rank required them
+  // (LOOM_DEVICE_PLANS=require): then device operations fail with that reason instead of being staged.
+  virtual const std::string& planKernelRefusal() const = 0;
+  virtual bool planKernelsRequired() const = 0;
+  // The GPU they run on (when Ready).
+  virtual int planKernelGpu() const = 0;
+  // Chooses the request's channel count for a plan kernel (core's planner calls it before the plan is
+  // built); every rank decides alike.
+  virtual Status adjustChannels(Algorithm algo, PlanRequest* req) = 0;
+  // Launches `plans` (this rank's share of one group, in order) on `streams[0]`, after everything on
+  // every stream of `streams` and before anything later on them; refuses (loomInvalidUsage, nothing
+  // enqueued) what cannot run as a plan kernel: buffers not aligned to their element size, the legacy
+  // stream while a rank of this process shares the GPU, streams of different CUDA graph captures.
+  virtual Status launch(std::vector<KernelPlan>& plans, std::span<const loomStream_t> streams) = 0;
+
+  // Stops every waiting lane at its next wait (an abort, or a failure of the communicator).
+  virtual void raiseAbort() = 0;
+  // Looks at finished launches: one whose lanes failed fails the communicator (loomCommGetAsyncError).
+  virtual void poll() = 0;
+};
+
+// The communicator's device state (null in builds without CUDA). Makes no CUDA call.
+std::unique_ptr<CommDevice> makeCommDevice(CommFacts facts);
+
+// Sets up plan kernels for every pair (communicator, GPU of its first device operation) at once: each
+// setup waits for all ranks of its communicator, and one thread may drive several of them (a group
+// over loomCommInitAll's communicators). An error when an exchange failed, or when LOOM_DEVICE_PLANS=
+// require and plan kernels cannot run; otherwise each communicator is Ready or Unavailable after it.
+Status setUpPlanKernels(std::span<const std::pair<CommDevice*, int>> pending);
+
+// ---- Staging through pinned host memory (staging.h says how) ----------------------------------------
+
+// One operation whose buffers touch CUDA memory and that plan kernels do not run.
+struct StagedCall {
+  const void* send = nullptr;  // in: the caller's buffers; in the host part: where the host plans run
+  void* recv = nullptr;
+  size_t sendBytes = 0;
+  size_t recvBytes = 0;
+  Placement placement;
+  loomStream_t stream = nullptr;
+  CommDevice* comm = nullptr;
+  bool peerInThisProcess = false;  // some other rank of its communicator is a thread of this process
+  // Set when the call is stream-ordered: the host part must not start before the gate is ready (the
+  // communicator's progress thread runs it), and finishes it when the operation ended.
+  std::shared_ptr<OperationGate> gate;
+};
+
+// Runs the staged part of a group: rewrites each call's device ranges to pinned copies, runs
+// `hostPart` (which runs them with the group's host operations, in call order), and copies results
+// back. `mustComplete`: the copy back follows at once, so the host part must wait for its operations
+// also on communicators that queue them on a progress thread. `withHostOperations`: the group also
+// has operations on host memory; the staged ones then run synchronously, since a host operation
+// queued behind a stream-ordered one would wait for a gate that opens only after the call returns.
+using HostPart = std::function<Status(std::span<const StagedCall> calls, bool mustComplete)>;
+Status runStaged(std::span<StagedCall> calls, bool withHostOperations, const HostPart& hostPart);
+
+}  // namespace loom::device
