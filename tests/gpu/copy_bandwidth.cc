@@ -1,4 +1,4 @@
-// loom-gpu-copy-bw: the copy bandwidths that bound Loom on one GPU, for perf/gpu_bench.sh.
+// loom-gpu-copy-bw: the copy bandwidths that bound Loom on one GPU, for scripts/gpu-run.sh.
 //   device-to-device cudaMemcpyAsync (the limit for a device allreduce on one GPU), and pinned
 //   host<->device copies (the limit of the staging path that device buffers take today).
 // Usage: loom-gpu-copy-bw [max_bytes (default 1G)] [iterations (default 20)]
