@@ -29,10 +29,13 @@ def layouts(world):
 def variants(tp, pp, dp):
     """(schedule, zero, sequence_parallel, checkpoint) for a layout: every schedule, ZeRO stage and
     sequence-parallel setting that applies to it appears at least once (zipped, not crossed, to keep
-    the suite short), and activation checkpointing on in half of them."""
+    the suite short; crossed for the example's layout 2 x 2 x 2), activation checkpointing on in half."""
     schedules = ["gpipe", "1f1b", "interleaved"] if pp > 1 else ["1f1b"]
     zeros = [0, 1, 2] if dp > 1 else [0]
     sps = [False, True] if tp > 1 else [False]
+    if (tp, pp, dp) == (2, 2, 2):
+        crossed = itertools.product(schedules, zeros, sps)
+        return [(sched, zero, sp, i % 2 == 1) for i, (sched, zero, sp) in enumerate(crossed)]
     n = max(len(schedules), len(zeros), len(sps))
     return [(schedules[i % len(schedules)], zeros[i % len(zeros)], sps[i % len(sps)], i % 2 == 1) for i in range(n)]
 
@@ -130,5 +133,3 @@ def case_name(tp, pp, dp, schedule_name, zero, sp, ckpt):
 def all_cases(world):
     return [case_name(t, p, d, *v) for t, p, d in layouts(world) for v in variants(t, p, d)]
 
-
-assert all(len(list(itertools.chain(variants(*layout)))) >= 1 for layout in layouts(8))
