@@ -34,10 +34,6 @@ def layers_that_cannot_be_split_into_stages():
         gpt.build_chunks(config, None, pp=2, pp_rank=0, boundaries=[3])
 
 
-class _FakeTP:
-    """A tensor-parallel size without a group: GPTConfig.check only needs the number."""
-
-
 @check
 def hidden_size_not_divisible_by_tp():
     with pytest.raises(ValueError, match="hidden size 30 is not divisible by the tensor-parallel size 4"):
