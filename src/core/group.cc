@@ -1,6 +1,7 @@
 #include "core/group.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -36,7 +37,7 @@ CommWork workFor(loomComm_t comm) {
 std::vector<loomComm_t> commsOf(const std::vector<Operation>& ops) {
   std::vector<loomComm_t> comms;
   for (const Operation& op : ops) comms.push_back(op.comm);
-  std::sort(comms.begin(), comms.end());
+  std::sort(comms.begin(), comms.end(), std::less<loomComm_t>());
   comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
   return comms;
 }
@@ -96,10 +97,9 @@ Status waitIfBlocking(loomComm_t comm, const std::vector<Operation>& ops) {
   return ungated ? comm->engine->wait(comm->opCount, -1) : Status::Ok();
 }
 
-// Runs (or queues) operations on host memory of possibly several communicators, whose `busy` locks
-// the caller holds.
-Status runHostOperations(const std::vector<Operation>& ops) {
-  const std::vector<loomComm_t> comms = commsOf(ops);
+// Runs (or queues) operations on host memory of the communicators `comms` (commsOf(ops)), whose
+// `busy` locks the caller holds.
+Status runHostOperations(const std::vector<Operation>& ops, const std::vector<loomComm_t>& comms) {
   std::vector<CommWork> work;
   std::vector<loomComm_t> blockingComms;
   for (loomComm_t comm : comms) {
@@ -143,16 +143,14 @@ enum class Route : uint8_t {
 
 struct Routing {
   std::vector<Route> route;
-  std::vector<device::Placement> where;  // by operation; empty when CUDA is unusable
+  std::vector<device::Placement> where;  // by operation
   bool any(Route r) const { return std::find(route.begin(), route.end(), r) != route.end(); }
 };
 
-// Where each operation's buffers are decides its route; without usable CUDA every route is Host and
-// nothing here makes a CUDA call.
+// Where each operation's buffers are decides its route (CUDA is usable in this process).
 Routing routeOperations(const std::vector<Operation>& ops) {
   Routing r;
   r.route.assign(ops.size(), Route::Host);
-  if (!device::cudaUsable()) return r;
   r.where.resize(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     size_t sendBytes = 0, recvBytes = 0;
@@ -211,7 +209,6 @@ Status settleKernelRoutes(const std::vector<Operation>& ops, Routing* r) {
 // What runs through the host path (staged or not) on a stream being captured into a CUDA graph is
 // refused, before anything of the group is launched: its host side would not be in the graph.
 Status refuseCapturedHostWork(const std::vector<Operation>& ops, const Routing& r) {
-  if (!device::cudaUsable()) return Status::Ok();
   for (size_t i = 0; i < ops.size(); ++i) {
     if (r.route[i] == Route::Kernel || !ops[i].stream) continue;
     device::StreamCapture capture;
@@ -279,7 +276,7 @@ Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const R
 
 // The group's operations that run on host memory (staged ones included), in call order: the host
 // path runs each communicator's collectives in call order.
-Status runHostAndStaged(const std::vector<Operation>& ops, const Routing& r) {
+Status runHostAndStaged(const std::vector<Operation>& ops, const std::vector<loomComm_t>& comms, const Routing& r) {
   std::vector<device::StagedCall> staged;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (r.route[i] != Route::Staged) continue;
@@ -306,13 +303,14 @@ Status runHostAndStaged(const std::vector<Operation>& ops, const Routing& r) {
       ++k;
     }
     if (run.empty()) return Status::Ok();
-    Status st = runHostOperations(run);
+    Status st = runHostOperations(run, commsOf(run));
     if (mustComplete) {
       Status waited = waitForQueuedWork(run);  // even after a failure: the pinned buffers go next
       if (st.ok()) st = waited;
     }
     return st;
   };
+  if (staged.empty() && !r.any(Route::Kernel)) return runHostOperations(ops, comms);
   if (staged.empty()) return hostPart({}, false);
   return device::runStaged(staged, r.any(Route::Host), hostPart);
 }
@@ -323,13 +321,14 @@ Status runOperations(const std::vector<Operation>& ops) {
   std::vector<std::unique_lock<std::mutex>> locks;
   for (loomComm_t comm : comms) locks.emplace_back(comm->busy);
   for (loomComm_t comm : comms) LOOM_TRY(checkCommUsable(comm));
+  if (!device::cudaUsable()) return runHostOperations(ops, comms);  // no device memory in this process
   Routing routing = routeOperations(ops);
   if (routing.any(Route::Kernel)) LOOM_TRY(settleKernelRoutes(ops, &routing));
   LOOM_TRY(refuseCapturedHostWork(ops, routing));
   // Plan kernels first: their launches return at once, while the host part below may wait for peers.
   if (routing.any(Route::Kernel))
     for (loomComm_t comm : comms) LOOM_TRY(launchKernels(comm, ops, routing));
-  return runHostAndStaged(ops, routing);
+  return runHostAndStaged(ops, comms, routing);
 }
 
 }  // namespace

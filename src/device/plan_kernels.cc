@@ -91,7 +91,7 @@ Status PlanKernels::setUp(int gpu) {
     DeviceScope scope(gpu);
     LOOM_CUDA_TRY(scope.error());
     Status local = loadKernels();
-    if (local.ok()) local = flags_.acquire(&abortFlag_);
+    if (local.ok() && !abortFlag_.host) local = flags_.acquire(&abortFlag_);  // kept if a setup is retried
     if (local.ok()) local = warmPinnedPool();
     cudaMemPool_t pool = nullptr;
     if (local.ok()) local = launchPool(gpu, &pool);
