@@ -48,7 +48,12 @@ class GPTConfig:
                              f"tensor-parallel size {tp} (sequence parallelism)")
         if pp == 1 and chunks > 1:
             raise ValueError("GPTConfig: interleaved chunks need a pipeline (pp >= 2)")
-        split_layers(self.layers, pp * chunks, boundaries)
+        try:
+            split_layers(self.layers, pp * chunks, boundaries)
+        except ValueError as e:
+            if chunks == 1:
+                raise
+            raise ValueError(f"{e} ({pp} pipeline stages x {chunks} interleaved chunks each)") from None
 
 
 def _init(config, name, std=0.02):
