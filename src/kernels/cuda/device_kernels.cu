@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_reduce.h"
 #include "kernels/cuda/element_ops.cuh"
+#include "kernels/cuda/kernel_loading.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -58,13 +59,7 @@ size_t elemSizeOf(loomDataType_t dtype) {
 }  // namespace
 
 int loadElementwiseKernels() {
-  cudaError_t err = cudaSuccess;
-  for (int d = 0; d < loomNumTypes && err == cudaSuccess; ++d)
-    withElem(static_cast<loomDataType_t>(d), [&](auto elem) {
-      cudaFuncAttributes attributes{};
-      err = cudaFuncGetAttributes(&attributes, elementwiseKernel<decltype(elem)>);
-    });
-  return static_cast<int>(err);
+  return loadKernelPerDtype([](auto elem) { return elementwiseKernel<decltype(elem)>; });
 }
 
 LaunchShape launchShape(size_t count, size_t elemSize) {

@@ -5,6 +5,7 @@
 
 #include <cuda/atomic>
 
+#include "kernels/cuda/kernel_loading.cuh"
 #include "kernels/cuda/plan_interpreter.cuh"
 #include "kernels/cuda/plan_launch.h"
 
@@ -85,13 +86,7 @@ int planKernelCapacity(int device, uint32_t* blocks) {
 }
 
 int loadPlanKernels() {
-  cudaError_t err = cudaSuccess;
-  for (int d = 0; d < loomNumTypes && err == cudaSuccess; ++d)
-    withElem(static_cast<loomDataType_t>(d), [&](auto elem) {
-      cudaFuncAttributes attributes{};
-      err = cudaFuncGetAttributes(&attributes, planSequenceKernel<decltype(elem)>);
-    });
-  return static_cast<int>(err);
+  return loadKernelPerDtype([](auto elem) { return planSequenceKernel<decltype(elem)>; });
 }
 
 int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loomDataType_t dtype, Stream stream) {
