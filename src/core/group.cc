@@ -288,6 +288,7 @@ Status runHostAndStaged(const std::vector<Operation>& ops, const std::vector<loo
     call.stream = ops[i].stream;
     call.comm = ops[i].comm->device.get();
     call.peerInThisProcess = ops[i].comm->transports->hasPeerInThisProcess();
+    call.pointToPoint = ops[i].coll == Collective::SendRecv;
     staged.push_back(call);
   }
   auto hostPart = [&](std::span<const device::StagedCall> calls, bool mustComplete) {

@@ -166,6 +166,9 @@ struct StagedCall {
   loomStream_t stream = nullptr;
   CommDevice* comm = nullptr;
   bool peerInThisProcess = false;  // some other rank of its communicator is a thread of this process
+  // A send or receive: a communicator's point-to-point operations of one group run as one operation,
+  // which may start only once all their inputs are in place.
+  bool pointToPoint = false;
   // Set when the call is stream-ordered: the host part must not start before the gate is ready (the
   // communicator's progress thread runs it), and finishes it when the operation ended.
   std::shared_ptr<OperationGate> gate;

@@ -133,6 +133,7 @@ bool coveredByPeerAccess(const void* p) {
 }
 
 Status cudaStatus(int cudaError, const char* what) {
+  if (cudaError == cudaSuccess) return Status::Ok();
   auto err = static_cast<cudaError_t>(cudaError);
   return Status(loomUnhandledCudaError,
                 std::string(what) + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");

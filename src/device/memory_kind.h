@@ -30,7 +30,8 @@ inline bool isDeviceMemory(const void* p) { return queryMemory(p).kind == Memory
 // it cannot say.
 bool coveredByPeerAccess(const void* p);
 
-// "cudaMemcpyAsync: cudaErrorInvalidValue (invalid argument)" as a loomUnhandledCudaError Status.
+// A cudaError_t value as a Status: Ok for cudaSuccess, else "cudaMemcpyAsync: cudaErrorInvalidValue
+// (invalid argument)" as loomUnhandledCudaError.
 Status cudaStatus(int cudaError, const char* what);
 #define LOOM_CUDA_TRY(call)                                                  \
   do {                                                                       \

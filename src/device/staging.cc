@@ -187,8 +187,8 @@ class StreamGate final : public OperationGate {
 // Whether this group may return before its device work is done (staging.h says when).
 bool streamOrdered(std::span<const StagedCall> calls, bool withHostOperations) {
   if (withHostOperations || envInt("LOOM_DEVICE_ASYNC", 1) == 0) return false;
-  return std::all_of(calls.begin(), calls.end(), [](const StagedCall& c) {
-    return c.stream != nullptr && c.stream != cudaStreamLegacy && !c.peerInThisProcess;
+  return std::all_of(calls.begin(), calls.end(), [&](const StagedCall& c) {
+    return c.stream != nullptr && c.stream != cudaStreamLegacy && !c.peerInThisProcess && c.comm == calls[0].comm;
   });
 }
 
@@ -206,17 +206,44 @@ struct InFlight {
 
 namespace {
 
-// Enqueues on the operation's stream: the copies in, the event the progress thread waits for, the
-// gate, the copies out and the event that says the pinned memory is free again.
-Status enqueueStreamWork(InFlight& f) {
-  const Staging& s = *f.staging;
-  DeviceScope scope(s.device());
-  LOOM_CUDA_TRY(scope.error());
-  LOOM_TRY(s.enqueueCopyIn());
-  LOOM_TRY(f.gate->inputsCopied().record(s.stream()));
-  LOOM_CUDA_TRY(cuda::enqueueHostFlagWait(f.gate->flag().device, s.stream()));
-  LOOM_TRY(s.enqueueCopyOut());
-  return f.outputsCopied.record(s.stream());
+// Enqueues the stream work of a unit of operations that the progress thread runs as one (a
+// collective; a communicator's sends and receives of the group), on their streams: every copy in and
+// the event the progress thread waits for, then every gate, then the copies out and the events that
+// say the pinned memory is free again. A gate holds its stream until the unit ended, so a second
+// operation's input behind the first's gate would never arrive.
+Status enqueueStreamWork(std::span<InFlight* const> unit) {
+  for (InFlight* f : unit) {
+    const Staging& s = *f->staging;
+    DeviceScope scope(s.device());
+    LOOM_CUDA_TRY(scope.error());
+    LOOM_TRY(s.enqueueCopyIn());
+    LOOM_TRY(f->gate->inputsCopied().record(s.stream()));
+  }
+  for (InFlight* f : unit) {
+    DeviceScope scope(f->staging->device());
+    LOOM_CUDA_TRY(cuda::enqueueHostFlagWait(f->gate->flag().device, f->staging->stream()));
+  }
+  for (InFlight* f : unit) {
+    DeviceScope scope(f->staging->device());
+    LOOM_TRY(f->staging->enqueueCopyOut());
+    LOOM_TRY(f->outputsCopied.record(f->staging->stream()));
+  }
+  return Status::Ok();
+}
+
+// The units of a stream-ordered group, in the order the progress thread runs them: each collective in
+// call order, then all sends and receives together.
+std::vector<std::vector<InFlight*>> unitsOf(std::span<const StagedCall> calls, std::vector<std::unique_ptr<InFlight>>& flights) {
+  std::vector<std::vector<InFlight*>> units;
+  std::vector<InFlight*> pointToPoint;
+  for (size_t i = 0; i < flights.size(); ++i) {
+    if (calls[i].pointToPoint)
+      pointToPoint.push_back(flights[i].get());
+    else
+      units.push_back({flights[i].get()});
+  }
+  if (!pointToPoint.empty()) units.push_back(std::move(pointToPoint));
+  return units;
 }
 
 // Queues the operations (planned over pinned memory, gated) first and only then enqueues their stream
@@ -227,7 +254,6 @@ Status runStreamOrdered(std::span<StagedCall> calls, Stagings& stagings, const H
   for (size_t i = 0; i < calls.size() && st.ok(); ++i) {
     DeviceScope scope(stagings[i]->device());
     StreamStaging& state = streamStateOf(calls[i]);
-    state.retire();
     HostFlags::Flag flag;
     st = cudaStatus(scope.error(), "cudaSetDevice");
     if (st.ok()) st = state.flags().acquire(&flag);
@@ -239,24 +265,27 @@ Status runStreamOrdered(std::span<StagedCall> calls, Stagings& stagings, const H
     flights.push_back(std::move(f));
   }
   if (st.ok()) st = hostPart(calls, false);
-  for (size_t i = 0; i < flights.size(); ++i) {
-    InFlight& f = *flights[i];
-    StreamStaging& state = streamStateOf(calls[i]);
-    if (!f.gate->claimed()) {  // not queued: nothing runs, nothing was enqueued
-      state.flags().release(f.gate->flag());
+  // A unit is queued as one operation: all of its gates are claimed, or none.
+  StreamStaging& state = streamStateOf(calls[0]);
+  for (const std::vector<InFlight*>& unit : unitsOf(calls, flights)) {
+    if (!unit.front()->gate->claimed()) {  // not queued: nothing runs, nothing was enqueued
+      for (InFlight* f : unit) state.flags().release(f->gate->flag());
       continue;
     }
-    Status enqueued = enqueueStreamWork(f);
-    if (enqueued.ok()) {
-      f.gate->arm();
-    } else {
-      // The progress thread fails the communicator with this when it gets to the operation; anything
-      // already enqueued passes the gate once it is finished.
-      f.gate->breakWith(enqueued);
-      if (st.ok()) st = enqueued;
+    Status enqueued = enqueueStreamWork(unit);
+    for (InFlight* f : unit) {
+      if (enqueued.ok()) {
+        f->gate->arm();
+      } else {
+        // The progress thread fails the communicator with this when it gets to the operation; anything
+        // already enqueued passes the gate once it is finished.
+        f->gate->breakWith(enqueued);
+      }
     }
-    state.add(std::move(flights[i]));
+    if (st.ok()) st = enqueued;
   }
+  for (size_t i = 0; i < flights.size(); ++i)
+    if (flights[i]->gate->claimed()) state.add(std::move(flights[i]));
   return st;
 }
 
@@ -289,6 +318,9 @@ void StreamStaging::retire() {
 }
 
 Status runStaged(std::span<StagedCall> calls, bool withHostOperations, const HostPart& hostPart) {
+  // What the streams are done with goes back first, so that the pinned blocks below come from the pool
+  // rather than a fresh cudaHostAlloc (which may synchronize the device, waiting for a held stream).
+  for (const StagedCall& call : calls) streamStateOf(call).retire();
   Stagings stagings;
   for (StagedCall& call : calls) {
     stagings.push_back(std::make_unique<Staging>());

@@ -55,6 +55,15 @@ TEST(HostOnly, CudaEntryPointsFailCleanlyWithoutADevice) {
   EXPECT_EQ(block.data(), nullptr);
 }
 
+// Every CUDA call's result passes through cudaStatus: success must be Ok (a setup, launch or staging
+// step that checks `if (st.ok())` after a successful call would otherwise refuse itself).
+TEST(HostOnly, CudaResultsBecomeStatuses) {
+  EXPECT_TRUE(loom::device::cudaStatus(cudaSuccess, "cudaSetDevice").ok());
+  const loom::Status failed = loom::device::cudaStatus(cudaErrorInvalidValue, "cudaMemcpyAsync");
+  EXPECT_EQ(failed.code(), loomUnhandledCudaError);
+  EXPECT_NE(failed.message().find("cudaMemcpyAsync: cudaErrorInvalidValue"), std::string::npos) << failed.message();
+}
+
 TEST(HostOnly, DeviceListsNeedAGpu) {
   const int devlist[2] = {0, 0};
   loom::Status st = loom::device::checkDeviceList(2, devlist);

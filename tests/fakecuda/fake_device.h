@@ -1,0 +1,91 @@
+// FakeCuda, a test double of the CUDA runtime (README.md): the execution model behind it. Device
+// memory is host memory; each stream is a host thread that runs its work in order; kernels are host
+// threads, one per thread block, all running at once as resident blocks do. What the CUDA
+// Programming Guide says synchronizes is modelled so that Loom's hazards show up here as they would
+// on a GPU: work on the legacy default stream waits for (and holds back) the blocking streams of its
+// device, and allocating or freeing device or pinned memory waits for every stream of the device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace fakecuda {
+
+// Set once a piece of stream work ran (events and dependencies point at these).
+class Done {
+ public:
+  void set();
+  void wait();
+  bool isSet();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool set_ = false;
+};
+using DoneRef = std::shared_ptr<Done>;
+
+// One stream: its work runs on a thread of its own, in order, each piece after its dependencies.
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(int device, bool blocking, bool legacy) : device_(device), blocking_(blocking), legacy_(legacy) {}
+  ~Stream();
+  int device() const { return device_; }
+  bool blocking() const { return blocking_; }
+  bool legacy() const { return legacy_; }
+  // Appends work (after `after` and everything before it on this stream); returns its Done.
+  DoneRef enqueue(std::function<void()> work, std::vector<DoneRef> after = {});
+  // The Done of the last work enqueued (set already when there was none).
+  DoneRef last();
+  // Lets the thread end once the queue is empty (cudaStreamDestroy).
+  void retire();
+
+ private:
+  struct Work {
+    std::function<void()> run;
+    std::vector<DoneRef> after;
+    DoneRef done;
+  };
+  void loop();
+  int device_;
+  bool blocking_;
+  bool legacy_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Work> queue_;
+  DoneRef last_;
+  bool retired_ = false;
+  bool started_ = false;  // the stream's thread runs (detached; it holds the stream)
+};
+
+// The stream a cudaStream_t names (the legacy one for nullptr / cudaStreamLegacy, on the calling
+// thread's current device); null for a handle that is no stream.
+std::shared_ptr<Stream> streamOf(cudaStream_t handle);
+cudaStream_t createStream(bool blocking);
+void destroyStream(cudaStream_t handle);
+
+// Enqueues `work` on the stream with the legacy-stream rules applied; null when the handle is bad.
+DoneRef enqueue(cudaStream_t handle, std::function<void()> work, std::vector<DoneRef> after = {});
+
+// What an implicitly synchronizing call (cudaMalloc, cudaFree, cudaHostAlloc, ...) waits for: every
+// stream's work on `device` enqueued so far.
+void synchronizeDevice(int device);
+
+int currentDevice();
+void setCurrentDevice(int device);
+int deviceCount();
+// Thread blocks of the plan kernel the fake device holds resident at once (LOOM_FAKE_CUDA_BLOCKS).
+unsigned residentBlocks();
+
+// The calling thread's last error (cudaGetLastError), recorded by every failing call.
+cudaError_t fail(cudaError_t error);
+cudaError_t takeLastError();
+
+}  // namespace fakecuda

@@ -1,0 +1,380 @@
+// FakeCuda: the CUDA runtime API functions that Loom and its GPU tests call, on host memory and the
+// streams of fake_device.h. Declarations come from the real cuda_runtime_api.h, so every signature is
+// the runtime's own. Not modelled (refused with cudaErrorNotSupported): graph capture, and mapping
+// memory of another process.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "fake_device.h"
+
+struct CUevent_st {
+  fakecuda::DoneRef done;  // null until recorded
+};
+struct CUmemPoolHandle_st {
+  int device = 0;
+};
+
+namespace fakecuda {
+namespace {
+
+// Every allocation the fake made, so that cudaPointerGetAttributes can answer for interior pointers.
+struct Allocation {
+  size_t bytes = 0;
+  cudaMemoryType type = cudaMemoryTypeDevice;
+  int device = 0;
+  bool legacyIpc = false;  // cudaMalloc's: what CUDA IPC and peer access cover (not pools' memory)
+};
+
+struct Memory {
+  std::mutex mutex;
+  std::map<uintptr_t, Allocation> live;
+  std::set<std::pair<int, int>> peerAccess;
+};
+
+Memory& memory() {
+  static Memory* m = new Memory;
+  return *m;
+}
+
+void* allocate(size_t bytes, cudaMemoryType type, bool legacyIpc) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  void* p = std::aligned_alloc(256, rounded);
+  if (!p) return nullptr;
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  memory().live[reinterpret_cast<uintptr_t>(p)] = Allocation{rounded, type, currentDevice(), legacyIpc};
+  return p;
+}
+
+bool find(const void* p, uintptr_t* base, Allocation* out) {
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  auto it = memory().live.upper_bound(at);
+  if (it == memory().live.begin()) return false;
+  --it;
+  if (at >= it->first + it->second.bytes) return false;
+  *base = it->first;
+  *out = it->second;
+  return true;
+}
+
+cudaError_t release(void* p, cudaMemoryType type) {
+  if (!p) return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lock(memory().mutex);
+    auto it = memory().live.find(reinterpret_cast<uintptr_t>(p));
+    if (it == memory().live.end() || it->second.type != type) return fail(cudaErrorInvalidValue);
+    memory().live.erase(it);
+  }
+  std::free(p);
+  return cudaSuccess;
+}
+
+// What the runtime would wait for around an allocation or a free: every stream of the device.
+void implicitSynchronization() { synchronizeDevice(currentDevice()); }
+
+cudaError_t enqueueOrFail(cudaStream_t stream, std::function<void()> work) {
+  return enqueue(stream, std::move(work)) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+// The legacy stream's copy, waited for: the synchronous API's behaviour.
+cudaError_t onLegacyAndWait(std::function<void()> work) {
+  DoneRef done = enqueue(nullptr, std::move(work));
+  done->wait();
+  return cudaSuccess;
+}
+
+CUresult fakePointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  if (attribute != CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE) return CUDA_ERROR_NOT_SUPPORTED;
+  uintptr_t base = 0;
+  Allocation a;
+  const bool known = find(reinterpret_cast<const void*>(ptr), &base, &a);
+  *static_cast<int*>(data) = known && a.legacyIpc ? 1 : 0;
+  return known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+bool validDevice(int device) { return device >= 0 && device < deviceCount(); }
+
+}  // namespace
+}  // namespace fakecuda
+
+using namespace fakecuda;
+
+// ---- Errors and devices
+
+cudaError_t cudaGetLastError() { return takeLastError(); }
+cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorPeerAccessAlreadyEnabled: return "cudaErrorPeerAccessAlreadyEnabled";
+    case cudaErrorCooperativeLaunchTooLarge: return "cudaErrorCooperativeLaunchTooLarge";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  return error == cudaSuccess ? "no error" : "an error of the CUDA test double (FakeCuda)";
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = deviceCount();
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (!validDevice(device)) return fail(cudaErrorInvalidDevice);
+  setCurrentDevice(device);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = currentDevice();
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  implicitSynchronization();
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (!validDevice(device)) return fail(cudaErrorInvalidDevice);
+  if (attribute != cudaDevAttrMultiProcessorCount) return fail(cudaErrorNotSupported);
+  *value = static_cast<int>(residentBlocks());
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
+  if (!validDevice(device)) return fail(cudaErrorInvalidDevice);
+  std::snprintf(pciBusId, static_cast<size_t>(len), "0000:%02x:00.0", 0x10 + device);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) {
+  unsigned domain = 0, bus = 0;
+  if (std::sscanf(pciBusId, "%x:%x", &domain, &bus) != 2 || !validDevice(static_cast<int>(bus) - 0x10))
+    return fail(cudaErrorInvalidDevice);
+  *device = static_cast<int>(bus) - 0x10;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int* canAccess, int device, int peerDevice) {
+  if (!validDevice(device) || !validDevice(peerDevice)) return fail(cudaErrorInvalidDevice);
+  *canAccess = device != peerDevice;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int) {
+  if (!validDevice(peerDevice) || peerDevice == currentDevice()) return fail(cudaErrorInvalidDevice);
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  if (!memory().peerAccess.emplace(currentDevice(), peerDevice).second) return fail(cudaErrorPeerAccessAlreadyEnabled);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int, unsigned long long,
+                                             cudaDriverEntryPointQueryResult* driverStatus) {
+  const bool known = std::strcmp(symbol, "cuPointerGetAttribute") == 0;
+  *funcPtr = known ? reinterpret_cast<void*>(&fakePointerGetAttribute) : nullptr;
+  if (driverStatus) *driverStatus = known ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;
+}
+
+// ---- Memory
+
+cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  implicitSynchronization();
+  *devPtr = allocate(size, cudaMemoryTypeDevice, true);
+  return *devPtr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFree(void* devPtr) {
+  implicitSynchronization();
+  return release(devPtr, cudaMemoryTypeDevice);
+}
+
+cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int) {
+  implicitSynchronization();
+  *devPtr = allocate(size, cudaMemoryTypeManaged, false);
+  return *devPtr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int) {
+  implicitSynchronization();
+  *pHost = allocate(size, cudaMemoryTypeHost, false);
+  return *pHost ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
+
+cudaError_t cudaFreeHost(void* ptr) {
+  implicitSynchronization();
+  return release(ptr, cudaMemoryTypeHost);
+}
+
+cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int) {
+  *pDevice = pHost;  // one address space
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  *attributes = cudaPointerAttributes{};
+  attributes->type = cudaMemoryTypeUnregistered;
+  uintptr_t base = 0;
+  Allocation a;
+  if (find(ptr, &base, &a)) {
+    attributes->type = a.type;
+    attributes->device = a.device;
+    attributes->devicePointer = const_cast<void*>(ptr);
+    attributes->hostPointer = a.type == cudaMemoryTypeDevice ? nullptr : const_cast<void*>(ptr);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind) {
+  return onLegacyAndWait([=] { std::memmove(dst, src, count); });
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind, cudaStream_t stream) {
+  return enqueueOrFail(stream, [=] { std::memmove(dst, src, count); });
+}
+
+cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  return onLegacyAndWait([=] { std::memset(devPtr, value, count); });
+}
+
+cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  return enqueueOrFail(stream, [=] { std::memset(devPtr, value, count); });
+}
+
+// Stream-ordered memory: the allocation exists at once (the stream's order is what makes it safe to
+// use); the free waits its turn on the stream. No implicit synchronization, as on a GPU.
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPoolProps* props) {
+  *memPool = new CUmemPoolHandle_st{props->location.id};
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
+  delete memPool;
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
+
+cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t, cudaStream_t stream) {
+  if (!streamOf(stream)) return fail(cudaErrorInvalidResourceHandle);
+  *ptr = allocate(size, cudaMemoryTypeDevice, false);
+  return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
+  return cudaMallocFromPoolAsync(devPtr, size, nullptr, stream);
+}
+
+cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
+  return enqueueOrFail(stream, [devPtr] { release(devPtr, cudaMemoryTypeDevice); });
+}
+
+// CUDA IPC: a handle names the block and its process; only the exporting process could map it, and it
+// never needs to (it has the address), so opening one is refused.
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
+  *handle = cudaIpcMemHandle_t{};
+  const uint64_t where[2] = {reinterpret_cast<uint64_t>(devPtr), static_cast<uint64_t>(getpid())};
+  std::memcpy(handle->reserved, where, sizeof where);
+  return cudaSuccess;
+}
+cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned int) { return fail(cudaErrorNotSupported); }
+cudaError_t cudaIpcCloseMemHandle(void*) { return cudaSuccess; }
+
+// ---- Streams and events
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  *stream = createStream(true);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  *stream = createStream((flags & cudaStreamNonBlocking) == 0);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!stream || stream == cudaStreamLegacy) return fail(cudaErrorInvalidResourceHandle);
+  destroyStream(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  DoneRef done = enqueue(stream, nullptr);  // on the legacy stream this also waits for the blocking ones
+  if (!done) return fail(cudaErrorInvalidResourceHandle);
+  done->wait();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  std::vector<DoneRef> after;
+  if (event->done) after.push_back(event->done);
+  return enqueue(stream, nullptr, std::move(after)) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  return enqueueOrFail(stream, [fn, userData] { fn(userData); });
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  DoneRef done = enqueue(stream, nullptr);
+  if (!done) return fail(cudaErrorInvalidResourceHandle);
+  event->done = std::move(done);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return !event->done || event->done->isSet() ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event->done) event->done->wait();
+  return cudaSuccess;
+}
+
+// ---- Graph capture: not modelled. A stream is never capturing; beginning a capture is refused.
+
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id,
+                                     cudaGraph_t*, const cudaGraphNode_t**, const cudaGraphEdgeData**, size_t*) {
+  if (!streamOf(stream)) return fail(cudaErrorInvalidResourceHandle);
+  *status = cudaStreamCaptureStatusNone;
+  if (id) *id = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode*) { return cudaSuccess; }
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) { return fail(cudaErrorNotSupported); }
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t*) { return fail(cudaErrorNotSupported); }
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t*, cudaGraph_t, unsigned long long) { return fail(cudaErrorNotSupported); }
+cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return fail(cudaErrorNotSupported); }
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }
+cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
