@@ -5,7 +5,8 @@
 #   build-tsan  ThreadSanitizer over the tests whose ranks or callers are threads of one process.
 #   build-tsan-cuda  ThreadSanitizer over the CUDA plan interpreter's host emulation (CUDA builds only:
 #               its lanes are threads handing slots, direct posts and counters to each other as GPU
-#               blocks will; about 5 min of building).
+#               blocks will), and over the device layer on FakeCuda (tests/fakecuda: plan kernels and
+#               stream-ordered staging, 2 ranks; about 1 min).
 # Both compile with -O1 -g1 (a third of the time of -O2 -g; line tables are enough for reports) and keep
 # assertions. Ends with "N passed, M failed, K skipped" over every run; a build that fails counts as one
 # failure. Logs: build-asan/meson-logs, build-tsan/meson-logs.
@@ -75,10 +76,12 @@ echo "tsan: ${SECONDS}s"
 SECONDS=0
 setup build-tsan-cuda thread auto
 if meson test -C build-tsan-cuda --list 2>/dev/null | grep -q gpu_plan_interpreter_emulated; then
-  if build build-tsan-cuda gpu_plan_interpreter_emulated; then
+  fake_tests=(fakecuda_collectives_plans fakecuda_collectives_processes)
+  if build build-tsan-cuda gpu_plan_interpreter_emulated "${fake_tests[@]}"; then
     echo "tsan-cuda build: ${SECONDS}s"
     # The matrix of whole collectives (3.5 min under TSan) runs the same code as the cases kept.
     run_tests build-tsan-cuda gpu_plan_interpreter_emulated --test-args='--gtest_filter=-Emulated/Collectives.*'
+    run_tests build-tsan-cuda "${fake_tests[@]}" --test-args='--gtest_filter=*/n2'
   fi
 else
   echo "SKIP build-tsan-cuda: no CUDA toolkit found"
