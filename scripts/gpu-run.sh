@@ -39,8 +39,9 @@ fi
 # shellcheck disable=SC1091
 source .gpu-kit/env.sh
 export PATH="/usr/local/cuda/bin:$PATH"
-# Every kernel loaded at start, and more hardware queues than rank streams (src/device/README.md).
-export CUDA_MODULE_LOADING=EAGER CUDA_DEVICE_MAX_CONNECTIONS=32
+# More hardware queues than rank streams (src/device/README.md). Module loading stays CUDA's default
+# (lazy): Loom loads its kernels itself, and the run checks that it does.
+export CUDA_DEVICE_MAX_CONNECTIONS=32
 
 note() { echo "$*" | tee -a "$results/summary.txt"; }
 

@@ -318,6 +318,29 @@ TEST_P(DeviceCollectives, SlotsOnlyWithoutDirectMode) {
 }
 #endif
 
+#if defined(LOOM_GPU_DEVICE_PLANS) && defined(LOOM_FAKE_CUDA)
+// Every block of every rank sharing a GPU must be resident at once. On a GPU that holds only 8
+// plan-kernel blocks, 4 ranks get 2 each; a direct all-to-all needs 7 per channel: refused on every
+// rank alike before anything is launched, while a ring (1 per channel) still runs. (FakeCuda only:
+// a real GPU holds far more blocks than this many ranks need.)
+TEST_P(DeviceCollectives, ShapesBeyondAGpuShareAreRefusedOnEveryRank) {
+  if (GetParam() != 4) GTEST_SKIP() << "one rank count suffices";
+  loomtest::ScopedEnv blocks("LOOM_FAKE_CUDA_BLOCKS", "8");
+  expectOnEveryRank(GetParam(), [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
+    const size_t count = 1000;
+    DeviceBuffer send(4 * count * sizeof(float), 31), recv(4 * count * sizeof(float), 37);
+    if (std::string met = meetOnTheHost(ctx); !met.empty()) return met;
+    std::string problems;
+    const loomResult_t r = loomAlltoAll(send.data(), recv.data(), count, loomFloat32, ctx.comm, stream);
+    const std::string why = loomGetLastError(ctx.comm);
+    if (r != loomInvalidUsage) problems += " the all-to-all returned " + std::to_string(r) + ";";
+    if (why.find("resident") == std::string::npos) problems += " its error says: " + why + ";";
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    return problems + send.checkGuards("send") + recv.checkGuards("recv");
+  });
+}
+#endif
+
 // Stream order: the stream is held for 300 ms by a host function before two collectives on it.
 // Ranks that are processes, and plan kernels, get NCCL's semantics: the calls return while the stream
 // is still held, and the work happens in stream order after it. Ranks that are threads of one process
