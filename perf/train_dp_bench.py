@@ -19,8 +19,8 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
+from spawn_ranks import spawn_ranks
 
 VARIANTS = ("ddp-gloo", "ddp-loom", "loom.parallel")
 
@@ -95,14 +95,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--bucket-mb", type=float, default=25.0)
     args = ap.parse_args()
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    queue = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(worker, args=(args.np, port, args, queue), nprocs=args.np, start_method="spawn")
-    result = queue.get()
+    result = spawn_ranks(worker, args.np, args)
     params = args.layers * (args.width * args.width + args.width)
     print(f"{args.np} ranks, {params / 1e6:.1f} M parameters ({params * 4 / 2**20:.0f} MiB of gradients), "
           f"batch {args.batch} per rank, {args.steps} steps x {args.rounds} rounds, buckets {args.bucket_mb} MiB, "

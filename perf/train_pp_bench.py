@@ -13,14 +13,13 @@ ping-pong of one activation before. Goal: within 15% (relative) of each other.
 """
 import argparse
 import os
-import socket
 import statistics
 import time
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from spawn_ranks import spawn_ranks
 
 
 def link_time(mesh, shape, rounds=20):
@@ -101,12 +100,7 @@ def main():
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--steps", type=int, default=5)
     args = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    queue = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(worker, args=(args.np, port, args, queue), nprocs=args.np, start_method="spawn")
-    rows, link = queue.get()
+    rows, link = spawn_ranks(worker, args.np, args)
     print(f"pp={args.np}, {args.layers_per_stage} GPT blocks per stage (hidden {args.hidden}, sequence {args.seq_len}, "
           f"micro-batch {args.micro_batch}); link time {link * 1e6:.0f} us; median of {args.steps} steps; "
           f"torch {torch.__version__}, {os.cpu_count()} cores")

@@ -11,14 +11,13 @@ alternated round by round and each figure is the median over rounds of the slowe
 """
 import argparse
 import os
-import socket
 import statistics
 import time
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from spawn_ranks import spawn_ranks
 
 
 def worker(rank, world, port, backend, args, queue):
@@ -72,12 +71,7 @@ class _Unwrapped:
 
 
 def run(backend, args):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    queue = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(worker, args=(args.np, port, backend, args, queue), nprocs=args.np, start_method="spawn")
-    return queue.get()
+    return spawn_ranks(worker, args.np, backend, args)
 
 
 def main():

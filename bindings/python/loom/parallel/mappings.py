@@ -37,13 +37,17 @@ def _gather_dim0(x, group):
     return out
 
 
+def _check_sequence_divides(x, n):
+    if x.shape[0] % n:
+        raise ValueError(f"sequence parallel: sequence length {x.shape[0]} is not divisible by the "
+                         f"tensor-parallel size {n}")
+
+
 def _reduce_scatter_dim0(x, group):
     n = _size(group)
     if n == 1:
         return x
-    if x.shape[0] % n:
-        raise ValueError(f"sequence parallel: sequence length {x.shape[0]} is not divisible by the "
-                         f"tensor-parallel size {n}")
+    _check_sequence_divides(x, n)
     out = torch.empty((x.shape[0] // n,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
     dist.reduce_scatter_tensor(out, x.contiguous(), group=group)
     return out
@@ -53,9 +57,7 @@ def _split_dim0(x, group):
     n = _size(group)
     if n == 1:
         return x
-    if x.shape[0] % n:
-        raise ValueError(f"sequence parallel: sequence length {x.shape[0]} is not divisible by the "
-                         f"tensor-parallel size {n}")
+    _check_sequence_divides(x, n)
     return x.chunk(n, dim=0)[group_rank(group)].contiguous()
 
 

@@ -1,0 +1,18 @@
+"""Runs a benchmark's worker on N local rank processes (torch.multiprocessing, spawn) and returns what
+rank 0 put on the queue. The worker is called as worker(rank, nranks, port, *args, queue), with a free
+TCP port on 127.0.0.1 for its process group's rendezvous."""
+import socket
+
+import torch.multiprocessing as mp
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn_ranks(worker, nranks, *args):
+    queue = mp.get_context("spawn").SimpleQueue()
+    mp.start_processes(worker, args=(nranks, free_port(), *args, queue), nprocs=nranks, start_method="spawn")
+    return queue.get()
