@@ -51,6 +51,10 @@ Status buildHierarchicalPlan(const PlanRequest& req, Plan* plan);
 Status buildOneShotPlan(const PlanRequest& req, Plan* plan);
 Status buildPlan(Algorithm algo, const PlanRequest& req, Plan* plan);
 
+// The allreduce tree channel `channel` of a tree plan follows over `order` (every rank once): each
+// rank's parent, -1 for the root (tree.cc: channels alternate between a double binary tree's two).
+std::vector<int> allReduceTreeParents(const std::vector<int>& order, int channel);
+
 // Point-to-point operations of one group on one rank, in call order. Operations towards the same peer
 // in the same direction are matched in order with the peer's; sends to self pair with receives from
 // self in order and become copies.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "topology/graph.h"
+#include "topology/job_topology.h"
 #include "topology/search.h"
 
 namespace loom {
@@ -38,6 +39,38 @@ MachineModel hostMemoryMachine(int nranks, int ranksPerNode) {
   m.copyGbs = 12.0;
   m.intraLatencyUs = 0.7;
   m.minChannelBytes = 16u << 20;
+  return m;
+}
+
+double pathLatencyUs(PathType type) {
+  switch (type) {
+    case PathType::Loc: return 1.0;
+    case PathType::Nvl:
+    case PathType::Nvb: return 3.4;
+    case PathType::Pix:
+    case PathType::Pxb:
+    case PathType::Phb:
+    case PathType::Sys: return 5.7;
+    case PathType::Net: return 14.0;
+  }
+  return 5.7;
+}
+
+MachineModel jobMachine(const JobTopology& job, MemorySide side) {
+  const int ranksPerNode = job.hosts() > 1 ? job.ranksPerHost : 0;
+  MachineModel m = side == MemorySide::Host ? hostMemoryMachine(job.nranks, ranksPerNode)
+                                            : defaultMachine(job.nranks, ranksPerNode);
+  if (side == MemorySide::Host) {
+    if (job.copyGbs > 0) m.copyGbs = m.intraGbs = job.copyGbs;
+  } else {
+    if (job.ringGbs > 0) m.intraGbs = job.ringGbs;
+    m.intraLatencyUs = pathLatencyUs(job.worstPath);
+    m.netLatencyUs = pathLatencyUs(PathType::Net);
+  }
+  if (job.hosts() > 1) {
+    m.nicsPerNode = std::max(1, job.nicsPerHost);
+    if (job.nicGbs > 0) m.nicGbs = job.nicGbs;
+  }
   return m;
 }
 

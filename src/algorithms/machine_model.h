@@ -8,10 +8,11 @@
 #include <cstdint>
 
 #include "base/status.h"
+#include "topology/graph.h"
 
 namespace loom {
 
-class SystemGraph;
+struct JobTopology;
 
 struct MachineModel {
   int nranks = 1;
@@ -52,6 +53,23 @@ MachineModel defaultMachine(int nranks, int ranksPerNode);
 // FIFO steps at ~12 GB/s, 8 B allreduce ~1.9 us for 2 ranks, a second channel paying from 32 MiB:
 // 16 MiB per channel); see docs/PERFORMANCE.md.
 MachineModel hostMemoryMachine(int nranks, int ranksPerNode);
+
+// Which buffers a model times: host memory, which the CPU copies through shared memory or the network
+// (what a communicator's host operations run on), or device memory over the GPU fabric (plan kernels).
+enum class MemorySide { Host, Device };
+
+// The machine of a job's topology (topology/job_topology.h): one function for a communicator's tuners and
+// for loom-sim, so that both choose the same plans on the same topology.
+// - Host: hostMemoryMachine's shape with the job's measured copy rate (topology/calibration.h) as copy
+//   and intra-node rate, and across hosts the hosts' NICs (count, and speed where the topology knows it).
+// - Device: the GPU fabric: intra-node rate = the host rings' bus bandwidth, latency per hop from the
+//   worst path class between ring neighbours, the NICs across hosts.
+// Nodes are the job's hosts when they hold equal contiguous blocks of ranks (else one node).
+MachineModel jobMachine(const JobTopology& job, MemorySide side);
+
+// One message's latency over a path of this class, in microseconds: NCCL's per-hop ring latencies of its
+// Simple protocol (NVLink 3.4, PCIe 5.7, network 14), and 1 for a GPU to itself.
+double pathLatencyUs(PathType type);
 
 // Refines a machine from one host's topology: the intra-node rate becomes the bus bandwidth of the
 // channels the topology search finds (nccl-tests' ring allreduce busbw), and NICs come from the graph

@@ -146,4 +146,15 @@ Status buildTreePlan(const PlanRequest& req, Plan* plan) {
   return Status::Ok();
 }
 
+std::vector<int> allReduceTreeParents(const std::vector<int>& order, int channel) {
+  const int n = static_cast<int>(order.size());
+  std::vector<int> parents(order.size(), -1);
+  for (int pos = 0; pos < n; ++pos) {
+    const detail::TreeLinks links = detail::treeLinks(n, channel % 2, -1, pos);
+    parents[static_cast<size_t>(order[static_cast<size_t>(pos)])] =
+        links.parent < 0 ? -1 : order[static_cast<size_t>(links.parent)];
+  }
+  return parents;
+}
+
 }  // namespace loom

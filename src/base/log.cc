@@ -25,7 +25,8 @@ unsigned subsysBit(std::string_view name) {
   static const Entry entries[] = {{"INIT", LogSubsys::Init}, {"COLL", LogSubsys::Coll},
                                   {"P2P", LogSubsys::P2p},   {"NET", LogSubsys::Net},
                                   {"SHM", LogSubsys::Shm},   {"TOPO", LogSubsys::Topo},
-                                  {"TUNE", LogSubsys::Tune}, {"BOOT", LogSubsys::Boot}};
+                                  {"TUNE", LogSubsys::Tune}, {"BOOT", LogSubsys::Boot},
+                                  {"GRAPH", LogSubsys::Graph}};
   if (name == "ALL") return ~0u;
   for (const Entry& e : entries)
     if (strncasecmp(name.data(), e.name, name.size()) == 0 && std::strlen(e.name) == name.size())

@@ -1,5 +1,5 @@
 // Logging controlled by LOOM_DEBUG (WARN|INFO|TRACE) and LOOM_DEBUG_SUBSYS (comma list of
-// init,coll,p2p,net,shm,topo,tune,boot; ALL by default; a leading ^ excludes). One line per event on
+// init,coll,p2p,net,shm,topo,tune,boot,graph; ALL by default; a leading ^ excludes). One line per event on
 // stderr, prefixed with host, pid and the caller's context (rank and communicator name).
 #pragma once
 
@@ -11,7 +11,10 @@
 namespace loom {
 
 enum class LogLevel { None = 0, Warn = 1, Info = 2, Trace = 3 };
-enum class LogSubsys : unsigned { Init = 1, Coll = 2, P2p = 4, Net = 8, Shm = 16, Topo = 32, Tune = 64, Boot = 128 };
+enum class LogSubsys : unsigned {
+  Init = 1, Coll = 2, P2p = 4, Net = 8, Shm = 16, Topo = 32, Tune = 64, Boot = 128,
+  Graph = 256,  // what a communicator makes of the topology: rings, trees, transports, NICs
+};
 
 bool logEnabled(LogLevel level, LogSubsys subsys);
 void logWrite(LogLevel level, LogSubsys subsys, const std::string& message);

@@ -2,12 +2,12 @@
 
 #include <sched.h>
 
-#include <set>
 
 #include "base/env.h"
 #include "base/log.h"
 #include "bootstrap/host_identity.h"
 #include "bootstrap/unique_id.h"
+#include "core/job_setup.h"
 
 std::string loomComm::describe() const {
   return fmt::format("comm '{}' rank {}/{}", settings.name, rank, nranks);
@@ -60,21 +60,6 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
 }
 
 namespace {
-
-// Ranks per node when ranks sit on hosts in equal, contiguous blocks (the shape the hierarchical
-// plans and the machine model describe); 0 for one host or any other arrangement.
-int ranksPerHost(const std::vector<PeerLocation>& peers) {
-  size_t block = 1;
-  while (block < peers.size() && peers[block].hostHash == peers[0].hostHash) ++block;
-  if (block == peers.size() || peers.size() % block != 0) return 0;
-  std::set<uint64_t> hosts;
-  for (size_t start = 0; start < peers.size(); start += block) {
-    if (!hosts.insert(peers[start].hostHash).second) return 0;  // a host's ranks are not contiguous
-    for (size_t r = start; r < start + block; ++r)
-      if (peers[r].hostHash != peers[start].hostHash) return 0;
-  }
-  return static_cast<int>(block);
-}
 
 // What the device layer needs of this communicator (device/device_layer.h).
 device::CommFacts deviceFacts(loomComm* comm, const std::vector<PeerLocation>& peers) {
@@ -131,15 +116,12 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   int ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed = localRanks > ncpus;
   comm->spinNs = envInt("LOOM_SPIN_US", comm->oversubscribed ? 5 : 2000) * 1000;
-  MachineModel machine = hostMemoryMachine(nranks, comm->settings.ranksPerNode ? comm->settings.ranksPerNode
-                                                                                : ranksPerHost(peers));
-  machine.fifoSlots = static_cast<int>(comm->settings.nslots);
-  comm->tuner = std::make_unique<Tuner>(machine);
+  LOOM_TRY(setUpJobTopology(comm).withContext(comm->describe() + ": topology"));
   comm->tracer = Tracer::fromEnvironment(rank, comm->settings.name);
   comm->device = device::makeCommDevice(deviceFacts(comm, peers));
   if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm);
   LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks, {} rank(s) per node)", comm->describe(),
-            options.nchannels, options.slotBytes >> 10, machine.ranksInNode());
+            options.nchannels, options.slotBytes >> 10, comm->tuner->machine().ranksInNode());
   return Status::Ok();
 }
 

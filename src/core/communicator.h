@@ -16,6 +16,7 @@
 #include "core/plan_cache.h"
 #include "device/device_layer.h"
 #include "core/trace.h"
+#include "topology/job_topology.h"
 #include "loom.h"
 #include "transport/transport_set.h"
 
@@ -80,9 +81,12 @@ struct loomComm {
   std::string fatalError;  // the first error that broke the communicator
 
   std::atomic<uint64_t> opCount{0};  // written under `busy`, read by loomCommWaitOp from any thread
-  // Picks algorithm, chunk and channels per call. Every rank builds the same machine model from
-  // what all ranks agree on (rank count, node shape, settings), so every rank makes the same choice.
+  // Where the ranks are: hosts, rings, NICs (core/job_setup.h), agreed by every rank at init.
+  loom::JobTopology job;
+  // Pick algorithm, chunk and channels per call, for host memory and for plan kernels on device memory.
+  // Every rank builds the same machine models from the job's topology, so every rank makes the same choice.
   std::unique_ptr<loom::Tuner> tuner;
+  std::unique_ptr<loom::Tuner> deviceTuner;
   // Keyed without rings or node shape: both are fixed for the communicator's lifetime.
   loom::PlanCache planCache;
   int64_t spinNs = 0;           // spin this long before sleeping (short when ranks outnumber cores)

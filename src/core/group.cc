@@ -261,7 +261,7 @@ Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const R
       continue;
     }
     BoundPlan bp;
-    LOOM_TRY(planCollective(comm, ops[i], &bp, false, adjust));
+    LOOM_TRY(planCollective(comm, ops[i], &bp, PlanFor::Device, adjust));
     plans.push_back(kernelPlanOf(std::move(bp)));
   }
   if (!p2p.empty()) {

@@ -16,7 +16,8 @@ namespace {
 
 // The tuner's choice for this call (LOOM_ALGO/LOOM_CHUNK_BYTES/LOOM_NCHANNELS as overrides), as the
 // request that builds this rank's plan.
-Status choosePlan(loomComm_t comm, const Operation& op, Algorithm* algo, PlanRequest* req, std::string* note) {
+Status choosePlan(loomComm_t comm, const Operation& op, Tuner& tuner, Algorithm* algo, PlanRequest* req,
+                  std::string* note) {
   TuneRequest t;
   t.coll = op.coll;
   t.count = op.count;
@@ -28,9 +29,9 @@ Status choosePlan(loomComm_t comm, const Operation& op, Algorithm* algo, PlanReq
   t.forcedChunkBytes = comm->settings.forcedChunkBytes;
   t.forcedChannels = comm->settings.forcedChannels;
   TuneChoice choice;
-  LOOM_TRY(comm->tuner->choosePlan(t, &choice));
+  LOOM_TRY(tuner.choosePlan(t, &choice));
   *algo = choice.algorithm;
-  *req = comm->tuner->planRequest(t, choice, comm->rank);
+  *req = tuner.planRequest(t, choice, comm->rank);
   *note = std::move(choice.note);
   return Status::Ok();
 }
@@ -145,12 +146,13 @@ Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, loomStream_t 
   return Status::Ok();
 }
 
-Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool hostTemporaries,
+Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, PlanFor target,
                       const PlanAdjustment& adjust) {
+  const bool hostTemporaries = target == PlanFor::Host;
   Algorithm algo = Algorithm::Ring;
   PlanRequest req;
   std::string note;
-  LOOM_TRY(choosePlan(comm, op, &algo, &req, &note));
+  LOOM_TRY(choosePlan(comm, op, hostTemporaries ? *comm->tuner : *comm->deviceTuner, &algo, &req, &note));
   if (adjust) LOOM_TRY(adjust(algo, &req));
   out->call = op;
   out->seq = comm->opCount;

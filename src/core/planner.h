@@ -12,13 +12,15 @@
 
 namespace loom {
 
-// `hostTemporaries`: allocate the scratch and staged-send copies in host memory (false: the caller
-// provides them where the plan runs, sized by Plan::scratchElems and, when stageFrom is set, the send
-// bytes).
+// Where a plan runs: on host memory (the executor; the planner allocates scratch and staged-send copies
+// in host memory), or as a plan kernel on device memory (tuned with the device model; the device layer
+// provides scratch and staged sends where the plan runs, sized by Plan::scratchElems and, when
+// stageFrom is set, the send bytes).
+enum class PlanFor { Host, Device };
 // `adjust`: when set, may change the tuned request before the plan is built (the device plans choose
 // their own channel count, device/device_layer.h); it must decide the same on every rank.
 using PlanAdjustment = std::function<Status(Algorithm, PlanRequest*)>;
-Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, bool hostTemporaries = true,
+Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, PlanFor target = PlanFor::Host,
                       const PlanAdjustment& adjust = {});
 // All send/recv operations of one group on one communicator, in call order.
 Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out);

@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/env.h"
+#include "base/rank_path.h"
 #include "base/log.h"
 
 namespace loom {
@@ -13,17 +14,8 @@ namespace loom {
 std::unique_ptr<Tracer> Tracer::fromEnvironment(int rank, const std::string& commName) {
   std::string pattern = envString("LOOM_TRACE_FILE", "");
   if (pattern.empty()) return nullptr;
-  std::string path;
   bool hasRank = false;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '%' && i + 1 < pattern.size() && (pattern[i + 1] == 'r' || pattern[i + 1] == 'p')) {
-      hasRank = hasRank || pattern[i + 1] == 'r';
-      path += pattern[i + 1] == 'r' ? std::to_string(rank) : std::to_string(getpid());
-      ++i;
-    } else {
-      path += pattern[i];
-    }
-  }
+  std::string path = pathForRank(pattern, rank, &hasRank);
   if (!hasRank) path += "." + std::to_string(rank);
   std::unique_ptr<Tracer> t(new Tracer());
   t->path_ = path;

@@ -57,6 +57,12 @@ Placement placementOf(const void* send, size_t sendBytes, const void* recv, size
 // loomCommInitAll's device list: Ok when CUDA is usable and every entry names a visible device.
 Status checkDeviceList(int ndev, const int* devlist);
 
+// The CUDA device this thread works on, once it has begun to (its primary context is active): what a
+// rank that named no device runs on, for the topology. -1 when CUDA is unusable or untouched.
+int activeDevice();
+// A device's PCI bus id ("0000:0c:00.0"), "" when CUDA cannot say.
+std::string busIdOf(int device);
+
 // A PreMulSum scalar made with loomScalarDevice may live in device memory: then its element is copied
 // into `storage` (8 bytes) in `stream`'s order and waited for, and *scalar points there, so that the
 // value is the one the work enqueued before the call leaves (NCCL's kernels read it when they run; the

@@ -20,6 +20,9 @@ Status checkDeviceList(int, const int*) {
   return invalidArgument("loomCommInitAll: device lists need a CUDA build with a GPU; pass NULL for host ranks");
 }
 
+int activeDevice() { return -1; }
+std::string busIdOf(int) { return ""; }
+
 Status readScalarInStreamOrder(const void**, loomDataType_t, void*, loomStream_t) { return Status::Ok(); }
 
 Status captureOf(loomStream_t, StreamCapture* out) {

@@ -109,20 +109,54 @@ Status checkDeviceList(int ndev, const int* devlist) {
   return Status::Ok();
 }
 
+namespace {
+
+// A driver entry point, looked up once through the runtime (libcuda is not linked: the runtime is
+// static and finds the driver at run time); null when the driver lacks it.
+template <class Fn>
+Fn driverEntryPoint(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess)
+    fn = nullptr;
+  cudaGetLastError();
+  return reinterpret_cast<Fn>(fn);
+}
+
+}  // namespace
+
+int activeDevice() {
+  if (!cudaUsable()) return -1;
+  using GetDevice = CUresult (*)(CUdevice*, int);
+  using PrimaryState = CUresult (*)(CUdevice, unsigned int*, int*);
+  static const GetDevice getDevice = driverEntryPoint<GetDevice>("cuDeviceGet");
+  static const PrimaryState primaryState = driverEntryPoint<PrimaryState>("cuDevicePrimaryCtxGetState");
+  int device = -1;
+  if (!getDevice || !primaryState || cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  CUdevice handle = 0;
+  unsigned int flags = 0;
+  int active = 0;
+  if (getDevice(&handle, device) != CUDA_SUCCESS || primaryState(handle, &flags, &active) != CUDA_SUCCESS) return -1;
+  return active ? device : -1;
+}
+
+std::string busIdOf(int device) {
+  char bus[32] = {};
+  if (device < 0 || !cudaUsable() || cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return bus;
+}
+
 bool coveredByPeerAccess(const void* p) {
   if (p == nullptr || !cudaUsable()) return false;
-  // The runtime is linked statically and libcuda is not linked at all: the driver's entry point is
-  // looked up once through the runtime.
   using GetAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-  static const GetAttribute getAttribute = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      fn = nullptr;
-    cudaGetLastError();
-    return reinterpret_cast<GetAttribute>(fn);
-  }();
+  static const GetAttribute getAttribute = driverEntryPoint<GetAttribute>("cuPointerGetAttribute");
   if (!getAttribute) return false;
   // "Suitable for cudaIpcGetMemHandle" is exactly the legacy (cudaMalloc / cuMemAlloc) allocations.
   int legacy = 0;

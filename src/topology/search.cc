@@ -11,9 +11,11 @@ namespace {
 constexpr double kEpsilon = 1e-6;
 
 // Finds rings at a fixed per-ring speed, taking each ring's share out of every link direction it uses.
+// Positions 0..n-1 of the packer stand for the GPU indices in gpus_ (the GPUs being ordered).
 class RingPacker {
  public:
-  RingPacker(const SystemGraph& g, long maxSteps) : g_(g), n_(g.gpuCount()), maxSteps_(maxSteps) {}
+  RingPacker(const SystemGraph& g, std::vector<int> gpus, long maxSteps)
+      : g_(g), gpus_(std::move(gpus)), n_(static_cast<int>(gpus_.size())), maxSteps_(maxSteps) {}
 
   std::vector<std::vector<int>> pack(double speed, int maxRings) {
     capacity_.assign(2 * g_.links().size(), 0);
@@ -25,6 +27,7 @@ class RingPacker {
       used[0] = true;
       steps_ = 0;
       if (!extend(&ring, &used, speed)) break;
+      for (int& position : ring) position = gpus_[static_cast<size_t>(position)];
       rings.push_back(std::move(ring));
     }
     return rings;
@@ -50,11 +53,13 @@ class RingPacker {
 
   // Depth-first: the next GPU over the widest path, then over the least used links (so that later
   // rings find untouched links), then the next index up. Hops are kept on success.
+  const Path& hop(int from, int to) const { return g_.gpuPath(gpus_[static_cast<size_t>(from)], gpus_[static_cast<size_t>(to)]); }
+
   bool extend(std::vector<int>* ring, std::vector<bool>* used, double speed) {
     int last = ring->back();
     if (static_cast<int>(ring->size()) == n_) {
       if (n_ == 1) return true;
-      const Path& closing = g_.gpuPath(last, ring->front());
+      const Path& closing = hop(last, ring->front());
       if (!fits(closing, speed)) return false;
       take(closing, speed);
       return true;
@@ -62,30 +67,31 @@ class RingPacker {
     if (++steps_ > maxSteps_) return false;
     std::vector<int> next;
     for (int j = 0; j < n_; ++j)
-      if (!(*used)[static_cast<size_t>(j)] && fits(g_.gpuPath(last, j), speed)) next.push_back(j);
+      if (!(*used)[static_cast<size_t>(j)] && fits(hop(last, j), speed)) next.push_back(j);
     std::stable_sort(next.begin(), next.end(), [&](int a, int b) {
-      const Path& pa = g_.gpuPath(last, a);
-      const Path& pb = g_.gpuPath(last, b);
+      const Path& pa = hop(last, a);
+      const Path& pb = hop(last, b);
       if (std::abs(pa.bwGbs - pb.bwGbs) > kEpsilon * std::max(pa.bwGbs, pb.bwGbs)) return pa.bwGbs > pb.bwGbs;
       double sa = spare(pa), sb = spare(pb);
       if (std::abs(sa - sb) > kEpsilon * std::max(sa, sb)) return sa > sb;
       return (a - last + n_) % n_ < (b - last + n_) % n_;
     });
     for (int j : next) {
-      const Path& hop = g_.gpuPath(last, j);
-      take(hop, speed);
+      const Path& path = hop(last, j);
+      take(path, speed);
       ring->push_back(j);
       (*used)[static_cast<size_t>(j)] = true;
       if (extend(ring, used, speed)) return true;
       (*used)[static_cast<size_t>(j)] = false;
       ring->pop_back();
-      take(hop, -speed);
+      take(path, -speed);
       if (steps_ > maxSteps_) return false;
     }
     return false;
   }
 
   const SystemGraph& g_;
+  std::vector<int> gpus_;
   int n_;
   long maxSteps_;
   long steps_ = 0;
@@ -93,10 +99,10 @@ class RingPacker {
 };
 
 // Per-ring speeds worth trying: every link direction's bandwidth shared by 1..maxChannels rings.
-std::vector<double> candidateSpeeds(const SystemGraph& g, int maxChannels) {
+std::vector<double> candidateSpeeds(const SystemGraph& g, const std::vector<int>& gpus, int maxChannels) {
   std::vector<double> base;
-  for (int a = 0; a < g.gpuCount(); ++a)
-    for (int b = 0; b < g.gpuCount(); ++b) {
+  for (int a : gpus)
+    for (int b : gpus) {
       if (a == b) continue;
       const Path& p = g.gpuPath(a, b);
       if (!p.exists()) continue;
@@ -134,17 +140,23 @@ Status searchChannels(const SystemGraph& graph, const ChannelSearchOptions& opti
   if (!out) return invalidArgument("searchChannels: null output");
   if (options.maxChannels < 1) return invalidArgument("searchChannels: maxChannels {} < 1", options.maxChannels);
   *out = GpuChannels{};
-  int n = graph.gpuCount();
+  std::vector<int> gpus = options.gpus;
+  if (gpus.empty())
+    for (int g = 0; g < graph.gpuCount(); ++g) gpus.push_back(g);
+  for (int g : gpus)
+    if (g < 0 || g >= graph.gpuCount())
+      return invalidArgument("searchChannels: GPU {} is not one of the graph's {}", g, graph.gpuCount());
+  const int n = static_cast<int>(gpus.size());
   if (n == 0) return Status::Ok();
   if (n == 1) {
-    out->rings = {{0}};
-    out->trees = {{0}};
+    out->rings = {gpus};
+    out->trees = {gpus};
     return Status::Ok();
   }
 
-  RingPacker packer(graph, options.maxStepsPerRing);
+  RingPacker packer(graph, gpus, options.maxStepsPerRing);
   double bestTotal = 0;
-  for (double speed : candidateSpeeds(graph, options.maxChannels)) {
+  for (double speed : candidateSpeeds(graph, gpus, options.maxChannels)) {
     if (speed * options.maxChannels <= bestTotal * (1 + kEpsilon)) break;  // cannot beat what we have
     std::vector<std::vector<int>> rings = packer.pack(speed, options.maxChannels);
     double total = speed * static_cast<double>(rings.size());
@@ -156,11 +168,9 @@ Status searchChannels(const SystemGraph& graph, const ChannelSearchOptions& opti
   }
   if (out->rings.empty()) {
     // Only when some GPU cannot reach another at all: keep index order so callers still get a ring.
-    std::vector<int> ring(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) ring[static_cast<size_t>(i)] = i;
     LOOM_WARN(Topo, "no ring over {} GPUs found; using index order", n);
-    out->rings = {ring};
-    out->ringChannelGbs = ringBottleneckGbs(graph, ring);
+    out->rings = {gpus};
+    out->ringChannelGbs = ringBottleneckGbs(graph, gpus);
   }
   out->ringBusGbs = out->ringChannelGbs * static_cast<double>(out->rings.size());
 

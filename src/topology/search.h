@@ -14,10 +14,12 @@ namespace loom {
 struct ChannelSearchOptions {
   int maxChannels = 16;     // rings at most
   long maxStepsPerRing = 50000;  // search budget for one ring, so that odd machines cannot stall init
+  // The GPU indices to order (a job's ranks may use some of a host's GPUs); empty: every GPU.
+  std::vector<int> gpus;
 };
 
 struct GpuChannels {
-  // Each ring holds every GPU index once; GPU rings[r][i] sends to rings[r][(i + 1) % n]. All rings run
+  // Each ring holds every GPU index searched (ChannelSearchOptions::gpus) once; GPU rings[r][i] sends to rings[r][(i + 1) % n]. All rings run
   // at ringChannelGbs at once without oversubscribing any link direction.
   std::vector<std::vector<int>> rings;
   double ringChannelGbs = 0;

@@ -8,6 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "base/env.h"
@@ -86,6 +89,21 @@ Status loadSystemTopology(SystemGraph* graph) {
   std::string path = envString("LOOM_TOPO_FILE", "");
   if (!path.empty()) return loadTopologyFile(path, graph).withContext("LOOM_TOPO_FILE");
   return discoverLocalTopology(graph);
+}
+
+Status hostTopology(std::shared_ptr<const SystemGraph>* out) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const SystemGraph>> loaded;  // by LOOM_TOPO_FILE ("" live)
+  const std::string key = envString("LOOM_TOPO_FILE", "");
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = loaded.find(key);
+  if (it == loaded.end()) {
+    auto graph = std::make_shared<SystemGraph>();
+    LOOM_TRY(loadSystemTopology(graph.get()));
+    it = loaded.emplace(key, std::move(graph)).first;
+  }
+  *out = it->second;
+  return Status::Ok();
 }
 
 }  // namespace loom

@@ -3,6 +3,7 @@
 // is refused with loomInvalidArgument and a message that says why.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "base/status.h"
@@ -24,5 +25,9 @@ Status loadTopologyFile(const std::string& path, SystemGraph* graph);
 // This host's topology as the rest of Loom should see it: the file named by LOOM_TOPO_FILE when set,
 // else live discovery.
 Status loadSystemTopology(SystemGraph* graph);
+
+// The same, loaded once per process (per LOOM_TOPO_FILE value) and shared: every communicator's init
+// needs it, and discovery costs milliseconds.
+Status hostTopology(std::shared_ptr<const SystemGraph>* out);
 
 }  // namespace loom

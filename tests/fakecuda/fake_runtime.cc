@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -46,7 +47,12 @@ Memory& memory() {
   return *m;
 }
 
+// A device's primary context is active once the process allocated on it or made a stream there.
+std::atomic<bool> touched[16];
+void touch() { touched[currentDevice()] = true; }
+
 void* allocate(size_t bytes, cudaMemoryType type, bool legacyIpc) {
+  touch();
   const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   void* p = std::aligned_alloc(256, rounded);
   if (!p) return nullptr;
@@ -103,6 +109,20 @@ CUresult fakePointerGetAttribute(void* data, CUpointer_attribute attribute, CUde
 }
 
 bool validDevice(int device) { return device >= 0 && device < deviceCount(); }
+
+CUresult fakeDeviceGet(CUdevice* device, int ordinal) {
+  if (!validDevice(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+
+CUresult fakePrimaryCtxGetState(CUdevice device, unsigned int* flags, int* active) {
+  if (!validDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *flags = 0;
+  *active = touched[device] ? 1 : 0;
+  return CUDA_SUCCESS;
+}
 
 }  // namespace
 }  // namespace fakecuda
@@ -190,8 +210,11 @@ cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int) {
 
 cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int, unsigned long long,
                                              cudaDriverEntryPointQueryResult* driverStatus) {
-  const bool known = std::strcmp(symbol, "cuPointerGetAttribute") == 0;
-  *funcPtr = known ? reinterpret_cast<void*>(&fakePointerGetAttribute) : nullptr;
+  *funcPtr = std::strcmp(symbol, "cuPointerGetAttribute") == 0        ? reinterpret_cast<void*>(&fakePointerGetAttribute)
+             : std::strcmp(symbol, "cuDeviceGet") == 0                ? reinterpret_cast<void*>(&fakeDeviceGet)
+             : std::strcmp(symbol, "cuDevicePrimaryCtxGetState") == 0 ? reinterpret_cast<void*>(&fakePrimaryCtxGetState)
+                                                                      : nullptr;
+  const bool known = *funcPtr != nullptr;
   if (driverStatus) *driverStatus = known ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
 }
@@ -303,11 +326,13 @@ cudaError_t cudaIpcCloseMemHandle(void*) { return cudaSuccess; }
 // ---- Streams and events
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  touch();
   *stream = createStream(true);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  touch();
   *stream = createStream((flags & cudaStreamNonBlocking) == 0);
   return cudaSuccess;
 }

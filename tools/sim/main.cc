@@ -1,7 +1,10 @@
 // loom-sim: predicts what Loom would do and how long it would take on a modelled machine of any size,
 // by tuning and simulating the very plans the library runs.
-//   loom-sim <coll> --ranks N [--ranks-per-node K] [--topo FILE] [--intra-gbs X] [--nics-per-node M
-//            --nic-gbs Y] [--latency-us L] [--algo A] -b MIN -e MAX -f F [--json]
+//   loom-sim <coll> --ranks N [--ranks-per-node K] [--topo FILE [--memory device|host] [--calibration F]]
+//            [--intra-gbs X] [--nics-per-node M --nic-gbs Y] [--latency-us L] [--algo A] -b MIN -e MAX -f F [--json]
+// With --topo, the machine and the rings are what a communicator of N ranks on hosts described by FILE
+// builds (topology/job_topology.h's modelJob, algorithms/machine_model.h's jobMachine: the same
+// functions), then the flags given override it.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -9,6 +12,8 @@
 
 #include "algorithms/machine_model.h"
 #include "sweep.h"
+#include "topology/calibration.h"
+#include "topology/job_topology.h"
 #include "topology/topology.h"
 
 namespace {
@@ -37,8 +42,14 @@ int main(int argc, char** argv) {
                  "ranks per node, grouped contiguously (default: all on one node, or the topology's GPU count)")
       ->check(CLI::Range(1, 1 << 22));
   app.add_option("--topo", topoFile,
-                 "hwloc or NCCL topology XML of one node: sets the intra-node rate (the bus bandwidth of the "
-                 "rings its topology search finds), ranks per node (its GPUs) and NICs, unless given by flags");
+                 "hwloc or NCCL topology XML of one node: the model and rings a communicator on such nodes "
+                 "builds (ranks per node: its GPUs), then the flags given override it");
+  std::string memory = "device", calibrationFile;
+  app.add_option("--memory", memory, "with --topo: model device memory over the GPU fabric (default) or host "
+                                     "memory as a communicator's host operations run")
+      ->check(CLI::IsMember({"device", "host"}));
+  app.add_option("--calibration", calibrationFile, "with --topo --memory host: the host-memory rate, as "
+                                                   "LOOM_CALIBRATION_FILE (default: --copy-gbs, else measured)");
   app.add_option("--intra-gbs", intraGbs, "GB/s per rank and direction inside a node (default 20, or from --topo)")
       ->check(CLI::PositiveNumber);
   app.add_option("--nics-per-node", nicsPerNode, "NICs per node; local rank j uses NIC j*M/K (default 1)")
@@ -100,15 +111,31 @@ int main(int argc, char** argv) {
     loom::SystemGraph graph;
     loom::Status st = loom::loadTopologyFile(topoFile, &graph);
     if (!st.ok()) return fail(st.message());
-    // Only what the flags leave open comes from the file.
-    if (!app.count("--nics-per-node")) machine.nicsPerNode = 0;
-    if (!app.count("--nic-gbs")) machine.nicGbs = 0;
-    st = loom::applyTopology(graph, &machine);
-    if (!st.ok()) return fail(st.message());
-    if (machine.nicsPerNode <= 0) machine.nicsPerNode = nicsPerNode;
-    if (machine.nicGbs <= 0) machine.nicGbs = nicGbs;
     if (!app.count("--ranks-per-node") && graph.gpuCount() > 0 && ranks % graph.gpuCount() == 0)
-      machine.ranksPerNode = graph.gpuCount();
+      ranksPerNode = graph.gpuCount();
+    loom::Calibration calibration;
+    calibration.copyGbs = copyGbs;
+    if (memory == "host" && !app.count("--copy-gbs")) {
+      st = calibrationFile.empty() ? loom::processCalibration(&calibration)
+                                   : loom::readCalibrationFile(calibrationFile, &calibration);
+      if (!st.ok()) return fail(st.message());
+    }
+    loom::JobTopology job;
+    st = loom::modelJob(graph, ranks, ranksPerNode, calibration.copyGbs, &job);
+    if (!st.ok()) return fail(st.message());
+    const loom::MachineModel fromTopology =
+        loom::jobMachine(job, memory == "host" ? loom::MemorySide::Host : loom::MemorySide::Device);
+    // Only what the flags give overrides the topology's model.
+    const loom::MachineModel flags = machine;
+    machine = fromTopology;
+    if (app.count("--nics-per-node")) machine.nicsPerNode = flags.nicsPerNode;
+    if (app.count("--nic-gbs")) machine.nicGbs = flags.nicGbs;
+    if (app.count("--latency-us")) machine.intraLatencyUs = flags.intraLatencyUs;
+    if (app.count("--latency-us") || app.count("--net-latency-us")) machine.netLatencyUs = flags.netLatencyUs;
+    if (app.count("--step-us")) machine.stepUs = flags.stepUs;
+    if (app.count("--copy-gbs")) machine.copyGbs = flags.copyGbs;
+    if (app.count("--fifo-slots")) machine.fifoSlots = flags.fifoSlots;
+    options.rings = job.rings;
   }
   if (app.count("--intra-gbs")) machine.intraGbs = intraGbs;
   if (const loom::Status st = machine.validate(); !st.ok()) return fail(st.message());

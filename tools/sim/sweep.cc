@@ -84,7 +84,7 @@ double busFactor(Collective coll, int nranks) {
 }
 
 Status runSweep(const MachineModel& machine, const SweepOptions& o, std::vector<SweepRow>* rows) {
-  Tuner tuner(machine);
+  Tuner tuner(machine, o.rings);
   const uint64_t unit = o.elemSize * (totalOfBlocks(o.coll) ? static_cast<uint64_t>(machine.nranks) : 1);
   rows->clear();
   for (uint64_t size : sweepSizes(o)) {

@@ -26,6 +26,7 @@ struct SweepOptions {
   std::optional<Algorithm> algorithm;
   uint64_t chunkBytes = 0;
   int channels = 0;
+  std::vector<std::vector<int>> rings;  // the job's rings (topology/job_topology.h); empty: the tuner's own
 };
 
 struct SweepRow {

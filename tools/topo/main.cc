@@ -1,6 +1,7 @@
 // loom-topo: shows the machine as Loom sees it (paths, bandwidths, rings, trees) and converts it to
-// NCCL's topology XML.
+// NCCL's topology XML; measures the host-memory rate the cost model uses (topology/calibration.h).
 //   loom-topo [--topo FILE] [--json] [--dump-nccl-xml FILE]
+//   loom-topo --calibrate FILE     (then LOOM_CALIBRATION_FILE=FILE)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <iostream>
 
 #include "report.h"
+#include "topology/calibration.h"
 #include "topology/topology.h"
 
 namespace {
@@ -28,7 +30,20 @@ int main(int argc, char** argv) {
                                      "(default: LOOM_TOPO_FILE, else live discovery)");
   app.add_flag("--json", json, "print JSON (gpus, nics, paths, rings, trees) instead of tables");
   app.add_option("--dump-nccl-xml", ncclXmlOut, "also write the topology as NCCL topology XML to FILE");
+  std::string calibrationOut;
+  app.add_option("--calibrate", calibrationOut,
+                 "measure host memory through a FIFO between two cores (64 MiB, 7 rounds) and write it to FILE "
+                 "for LOOM_CALIBRATION_FILE, instead of showing the topology");
   CLI11_PARSE(app, argc, argv);
+
+  if (!calibrationOut.empty()) {
+    loom::Calibration calibration;
+    loom::Status measured = loom::measureCalibration(size_t{64} << 20, 7, &calibration);
+    if (measured.ok()) measured = loom::writeCalibrationFile(calibrationOut, calibration);
+    if (!measured.ok()) return fail(measured);
+    std::printf("host memory through a FIFO: %.3g GB/s, written to %s\n", calibration.copyGbs, calibrationOut.c_str());
+    return 0;
+  }
 
   loom::SystemGraph graph;
   loom::Status status = topoFile.empty() ? loom::loadSystemTopology(&graph) : loom::loadTopologyFile(topoFile, &graph);

@@ -1,0 +1,18 @@
+// A communicator's topology at init (topology/job_topology.h says how a job's topology is built): this
+// host's graph (LOOM_TOPO_FILE or live discovery, loaded once per process), this rank's place in it, two
+// exchanges through the bootstrap, and the job's rings and NICs that every rank then agrees on; then the
+// tuners' machine models from it (algorithms/machine_model.h's jobMachine, as loom-sim builds them).
+// LOOM_GRAPH_DUMP_FILE and LOOM_TOPO_DUMP_FILE write what was decided; LOOM_DEBUG_SUBSYS=graph logs it.
+#pragma once
+
+#include "base/status.h"
+#include "topology/job_topology.h"
+
+struct loomComm;
+
+namespace loom {
+
+// Builds comm->job and the communicator's tuners. Needs comm->bootstrap and comm->transports.
+Status setUpJobTopology(loomComm* comm);
+
+}  // namespace loom

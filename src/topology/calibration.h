@@ -1,0 +1,32 @@
+// How fast this machine moves host memory the way Loom's shared-memory transport does: one thread
+// copies 256 KiB messages into a ring of FIFO slots while another copies them out, so the figure
+// includes what crossing between cores costs, not only memcpy. It becomes the cost model's per-rank
+// copy rate and intra-node rate for host memory (algorithms/machine_model.h). Measured once per process
+// at the first communicator's init (a few milliseconds), or read from LOOM_CALIBRATION_FILE, which
+// `loom-topo --calibrate` writes after a longer measurement. The ranks of a job take the slowest rank's
+// figure, so that they all choose the same plans.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+
+namespace loom {
+
+struct Calibration {
+  double copyGbs = 0;  // GB/s (1e9 bytes) through the FIFO, rounded to two significant digits
+  std::string source;  // "measured" or the file it was read from
+};
+
+// `rounds` measurements of `bytes` each after one warm-up; their median.
+Status measureCalibration(size_t bytes, int rounds, Calibration* out);
+
+// This process's calibration: LOOM_CALIBRATION_FILE when set (an unreadable or malformed file is an
+// error naming it), else measured once (later calls return the same).
+Status processCalibration(Calibration* out);
+
+// The JSON file `loom-topo --calibrate` writes: {"copy_gbs": X}.
+Status readCalibrationFile(const std::string& path, Calibration* out);
+Status writeCalibrationFile(const std::string& path, const Calibration& calibration);
+
+}  // namespace loom

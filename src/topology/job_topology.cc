@@ -1,0 +1,223 @@
+// A rank's placement and the assembly of the job (job_topology.h); planning one host is host_plan.cc.
+#include "topology/job_topology.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "topology/hardware.h"
+
+namespace loom {
+namespace {
+
+// "0-3,8,10-11" -> {0, 1, 2, 3, 8, 10, 11}; malformed pieces are skipped (a CPU list is advisory here).
+std::set<int> parseCpuList(const std::string& list) {
+  std::set<int> cpus;
+  size_t at = 0;
+  while (at < list.size()) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    const std::string piece = list.substr(at, end - at);
+    int lo = 0, hi = 0;
+    if (std::sscanf(piece.c_str(), "%d-%d", &lo, &hi) == 2 && lo <= hi)
+      for (int c = lo; c <= hi; ++c) cpus.insert(c);
+    else if (std::sscanf(piece.c_str(), "%d", &lo) == 1)
+      cpus.insert(lo);
+    at = end + 1;
+  }
+  return cpus;
+}
+
+// The NUMA node holding most of `cpuList`'s CPUs, -1 when no CPU node of the graph holds any.
+int numaOfCpus(const SystemGraph& host, const std::string& cpuList) {
+  const std::set<int> mine = parseCpuList(cpuList);
+  int best = -1;
+  size_t bestShared = 0;
+  for (int id : host.cpus()) {
+    size_t shared = 0;
+    for (int c : parseCpuList(host.node(id).cpuList)) shared += mine.count(c);
+    if (shared > bestShared) best = host.node(id).numaId, bestShared = shared;
+  }
+  return best;
+}
+
+uint64_t fnv(uint64_t h, const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+template <class T>
+uint64_t fnvValue(uint64_t h, const T& v) {
+  return fnv(h, &v, sizeof v);
+}
+
+uint64_t fnvText(uint64_t h, const std::string& s) { return fnv(fnvValue(h, s.size()), s.data(), s.size()); }
+
+}  // namespace
+
+uint64_t graphFingerprint(const SystemGraph& graph) {
+  uint64_t h = 14695981039346656037ull;
+  h = fnvText(h, graph.source);
+  for (const Node& n : graph.nodes()) {
+    h = fnvValue(h, n.kind);
+    h = fnvText(h, n.busId);
+    h = fnvValue(h, n.gpuIndex);
+    h = fnvValue(h, n.nicIndex);
+    h = fnvValue(h, n.numaId);
+  }
+  for (const Link& l : graph.links()) {
+    h = fnvValue(h, l.a);
+    h = fnvValue(h, l.b);
+    h = fnvValue(h, l.kind);
+    h = fnvValue(h, l.bwGbs);
+  }
+  return h;
+}
+
+Status placeRank(const SystemGraph& host, const PlacementInputs& in, RankPlacement* out) {
+  RankPlacement p;
+  p.cudaDevice = in.cudaDevice;
+  p.graphFingerprint = graphFingerprint(host);
+  if (in.cudaDevice >= 0) {
+    // A device the graph does not show (a file of another machine, hwloc without PCI) has no place.
+    const std::optional<std::string> bus = normalizeBusId(in.cudaBusId);
+    const int node = bus ? host.findByBusId(*bus) : -1;
+    if (node >= 0 && host.node(node).kind == NodeKind::Gpu) p.gpu = host.node(node).gpuIndex;
+  } else if (!in.gpuOverride.empty()) {
+    if (in.localIndex >= static_cast<int>(in.gpuOverride.size()))
+      return invalidArgument("LOOM_TOPO_GPU names {} GPU(s), but this host has a rank {} (its index among the "
+                             "host's ranks) that needs one",
+                             in.gpuOverride.size(), in.localIndex);
+    const int gpu = in.gpuOverride[static_cast<size_t>(in.localIndex)];
+    if (gpu < 0 || gpu >= host.gpuCount())
+      return invalidArgument("LOOM_TOPO_GPU: GPU {} is not one of the {} GPU(s) of {}", gpu, host.gpuCount(),
+                             host.source);
+    p.gpu = gpu;
+  } else if (host.source != "live" && host.gpuCount() > 0) {
+    p.gpu = in.localIndex % host.gpuCount();  // a host-memory rank standing for a GPU of the file
+  }
+  if (p.gpu >= 0) {
+    const int cpu = host.cpuOf(host.gpus()[static_cast<size_t>(p.gpu)]);
+    p.numa = cpu >= 0 ? host.node(cpu).numaId : -1;
+  } else {
+    p.numa = numaOfCpus(host, in.cpuList);
+  }
+  *out = p;
+  return Status::Ok();
+}
+
+Status assembleJob(std::span<const RankPlacement> placements, std::span<const HostChannelRecord> records,
+                   JobTopology* out) {
+  const int n = static_cast<int>(placements.size());
+  if (n == 0 || records.size() != placements.size()) return invalidArgument("assembleJob: {} placements, {} records", n, records.size());
+  JobTopology job;
+  job.nranks = n;
+  job.placements.assign(placements.begin(), placements.end());
+  std::map<uint64_t, int> hostIndex;
+  for (int r = 0; r < n; ++r) {
+    auto [it, fresh] = hostIndex.try_emplace(placements[r].hostHash, static_cast<int>(job.hostRanks.size()));
+    if (fresh) job.hostRanks.emplace_back();
+    job.hostOf.push_back(it->second);
+    job.hostRanks[static_cast<size_t>(it->second)].push_back(r);
+  }
+
+  // Every rank of a host must have planned it alike: same graph, same rings, same NICs.
+  for (const std::vector<int>& ranks : job.hostRanks) {
+    const int first = ranks.front();
+    const HostChannelRecord& a = records[static_cast<size_t>(first)];
+    if (a.searchRings < 1 || a.searchRings > kMaxJobChannels || a.channels < a.searchRings ||
+        a.channels > kMaxJobChannels)
+      return invalidArgument("rank {} reports {} search ring(s) and {} rail ring(s) for its host", first,
+                             a.searchRings, a.channels);
+    for (int r : ranks) {
+      const HostChannelRecord& b = records[static_cast<size_t>(r)];
+      if (placements[static_cast<size_t>(r)].graphFingerprint != placements[static_cast<size_t>(first)].graphFingerprint ||
+          b.searchRings != a.searchRings || b.channels != a.channels ||
+          std::memcmp(b.channelNic, a.channelNic, sizeof a.channelNic) != 0)
+        return invalidArgument("ranks {} and {} share a host but see different topologies (is LOOM_TOPO_FILE, "
+                               "LOOM_TOPO_GPU or the hardware they see the same for both?)",
+                               first, r);
+    }
+  }
+  // One host: its search rings. Several: rail rings, as many as every host has.
+  const bool oneHost = job.hostRanks.size() == 1;
+  int channels = kMaxJobChannels;
+  for (const std::vector<int>& ranks : job.hostRanks) {
+    const HostChannelRecord& h = records[static_cast<size_t>(ranks.front())];
+    channels = std::min(channels, static_cast<int>(oneHost ? h.searchRings : h.channels));
+  }
+  for (int c = 0; c < channels; ++c) {
+    std::vector<int> ring;
+    std::vector<int> nics;
+    for (const std::vector<int>& ranks : job.hostRanks) {
+      std::vector<int> hostRing(ranks.size(), -1);
+      for (int r : ranks) {
+        const HostChannelRecord& rec = records[static_cast<size_t>(r)];
+        const int pos = oneHost ? rec.position[c] : rec.railPosition[c];
+        if (pos < 0 || pos >= static_cast<int>(ranks.size()) || hostRing[static_cast<size_t>(pos)] >= 0)
+          return invalidArgument("rank {} reports place {} in its host's ring {}, which its host's {} rank(s) do "
+                                 "not fill once each",
+                                 r, pos, c, ranks.size());
+        hostRing[static_cast<size_t>(pos)] = r;
+      }
+      ring.insert(ring.end(), hostRing.begin(), hostRing.end());
+      nics.push_back(records[static_cast<size_t>(ranks.front())].channelNic[c]);
+    }
+    job.rings.push_back(std::move(ring));
+    if (!oneHost) job.channelNics.push_back(std::move(nics));
+  }
+
+  job.nicsPerHost = INT32_MAX;
+  job.ringGbs = -1;
+  for (const std::vector<int>& ranks : job.hostRanks) {
+    const HostChannelRecord& h = records[static_cast<size_t>(ranks.front())];
+    job.nicsPerHost = std::min(job.nicsPerHost, static_cast<int>(h.nics));
+    job.ringGbs = job.ringGbs < 0 ? h.ringGbs : std::min(job.ringGbs, static_cast<double>(h.ringGbs));
+    if (h.nicGbs > 0) job.nicGbs = job.nicGbs > 0 ? std::min(job.nicGbs, static_cast<double>(h.nicGbs)) : h.nicGbs;
+    job.worstPath = std::max(job.worstPath, static_cast<PathType>(h.worstPath));
+  }
+  for (int r = 0; r < n; ++r) {
+    const HostChannelRecord& rec = records[static_cast<size_t>(r)];
+    job.nicOf.push_back(rec.nic);
+    job.nicNameOf.emplace_back(rec.nicName, strnlen(rec.nicName, sizeof rec.nicName));
+    const double copy = placements[static_cast<size_t>(r)].copyGbs;
+    if (copy > 0) job.copyGbs = job.copyGbs > 0 ? std::min(job.copyGbs, copy) : copy;
+  }
+
+  // Hosts of equal size holding contiguous ranks: the shape the hierarchical plans take.
+  const size_t k = job.hostRanks.front().size();
+  bool blocks = true;
+  for (size_t h = 0; h < job.hostRanks.size() && blocks; ++h)
+    blocks = job.hostRanks[h].size() == k && job.hostRanks[h].front() == static_cast<int>(h * k) &&
+             job.hostRanks[h].back() == static_cast<int>((h + 1) * k - 1);
+  job.ranksPerHost = blocks ? static_cast<int>(k) : 0;
+  *out = std::move(job);
+  return Status::Ok();
+}
+
+Status modelJob(const SystemGraph& host, int nranks, int ranksPerHost, double copyGbs, JobTopology* out) {
+  if (nranks < 1) return invalidArgument("modelJob: {} ranks", nranks);
+  const int k = ranksPerHost > 0 ? ranksPerHost : nranks;
+  std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    PlacementInputs in;
+    in.localIndex = r % k;
+    LOOM_TRY(placeRank(host, in, &placements[static_cast<size_t>(r)]));
+    placements[static_cast<size_t>(r)].hostHash = static_cast<uint64_t>(r / k) + 1;
+    placements[static_cast<size_t>(r)].copyGbs = static_cast<float>(copyGbs);
+  }
+  std::vector<HostChannelRecord> records(static_cast<size_t>(nranks));
+  for (int first = 0; first < nranks; first += k) {
+    std::vector<int> ranks;
+    for (int r = first; r < std::min(nranks, first + k); ++r) ranks.push_back(r);
+    std::vector<HostChannelRecord> hostRecords;
+    LOOM_TRY(planHost(host, ranks, placements, &hostRecords));
+    for (size_t i = 0; i < ranks.size(); ++i) records[static_cast<size_t>(ranks[i])] = hostRecords[i];
+  }
+  return assembleJob(placements, records, out);
+}
+
+}  // namespace loom
