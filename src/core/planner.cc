@@ -12,12 +12,10 @@
 #include "kernels/cpu/float_convert.h"
 
 namespace loom {
-namespace {
 
-// The tuner's choice for this call (LOOM_ALGO/LOOM_CHUNK_BYTES/LOOM_NCHANNELS as overrides), as the
-// request that builds this rank's plan.
-Status choosePlan(loomComm_t comm, const Operation& op, Tuner& tuner, Algorithm* algo, PlanRequest* req,
-                  std::string* note) {
+Status chooseTunedPlan(loomComm_t comm, const Operation& op, PlanFor target, Algorithm* algo, PlanRequest* req,
+                       std::string* note) {
+  Tuner& tuner = target == PlanFor::Host ? *comm->tuner : *comm->deviceTuner;
   TuneRequest t;
   t.coll = op.coll;
   t.count = op.count;
@@ -35,6 +33,8 @@ Status choosePlan(loomComm_t comm, const Operation& op, Tuner& tuner, Algorithm*
   *note = std::move(choice.note);
   return Status::Ok();
 }
+
+namespace {
 
 // LOOM_VERIFY: 1 proves every new plan with the symbolic verifier before it runs, 0 none; by default
 // shapes small enough to prove in a few milliseconds are proven (the verifier runs every
@@ -152,7 +152,7 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, Plan
   Algorithm algo = Algorithm::Ring;
   PlanRequest req;
   std::string note;
-  LOOM_TRY(choosePlan(comm, op, hostTemporaries ? *comm->tuner : *comm->deviceTuner, &algo, &req, &note));
+  LOOM_TRY(chooseTunedPlan(comm, op, target, &algo, &req, &note));
   if (adjust) LOOM_TRY(adjust(algo, &req));
   out->call = op;
   out->seq = comm->opCount;

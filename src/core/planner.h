@@ -22,6 +22,11 @@ enum class PlanFor { Host, Device };
 using PlanAdjustment = std::function<Status(Algorithm, PlanRequest*)>;
 Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, PlanFor target = PlanFor::Host,
                       const PlanAdjustment& adjust = {});
+// The tuner's choice for a collective (LOOM_ALGO, LOOM_CHUNK_BYTES and LOOM_NCHANNELS as overrides) as
+// the request that builds this rank's plan; *note says why an override was not honoured.
+Status chooseTunedPlan(loomComm_t comm, const Operation& op, PlanFor target, Algorithm* algo, PlanRequest* req,
+                       std::string* note);
+
 // All send/recv operations of one group on one communicator, in call order.
 Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out);
 

@@ -17,6 +17,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "topology/host_cache.h"
 
 namespace loom {
 namespace {
@@ -112,9 +113,13 @@ Status processCalibration(Calibration* out) {
   Calibration c;
   if (!file.empty()) {
     LOOM_TRY(readCalibrationFile(file, &c));
+  } else if (std::optional<Calibration> kept = readCachedCalibration()) {
+    c = *kept;
   } else {
     LOOM_TRY(measureCalibration(size_t{16} << 20, 3, &c));
-    LOOM_INFO(Topo, "host memory through a FIFO of {} KiB slots: {} GB/s (measured)", kSlotBytes >> 10, c.copyGbs);
+    LOOM_INFO(Topo, "host memory through a FIFO of {} KiB slots: {} GB/s (measured, kept in {})", kSlotBytes >> 10,
+              c.copyGbs, hostCacheDir().empty() ? "no cache" : hostCacheDir());
+    writeCachedCalibration(c);
   }
   cached = c;
   cachedFor = file;

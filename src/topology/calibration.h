@@ -1,10 +1,11 @@
 // How fast this machine moves host memory the way Loom's shared-memory transport does: one thread
 // copies 256 KiB messages into a ring of FIFO slots while another copies them out, so the figure
 // includes what crossing between cores costs, not only memcpy. It becomes the cost model's per-rank
-// copy rate and intra-node rate for host memory (algorithms/machine_model.h). Measured once per process
-// at the first communicator's init (a few milliseconds), or read from LOOM_CALIBRATION_FILE, which
-// `loom-topo --calibrate` writes after a longer measurement. The ranks of a job take the slowest rank's
-// figure, so that they all choose the same plans.
+// copy rate and intra-node rate for host memory (algorithms/machine_model.h). Read from
+// LOOM_CALIBRATION_FILE (which `loom-topo --calibrate` writes after a longer measurement), else from
+// the host cache (host_cache.h), else measured at a process's first communicator init (about 20 ms)
+// and kept there, so that a host's processes agree run after run. The ranks of a job take the slowest
+// rank's figure, so that they all choose the same plans.
 #pragma once
 
 #include <string>
@@ -22,7 +23,7 @@ struct Calibration {
 Status measureCalibration(size_t bytes, int rounds, Calibration* out);
 
 // This process's calibration: LOOM_CALIBRATION_FILE when set (an unreadable or malformed file is an
-// error naming it), else measured once (later calls return the same).
+// error naming it), else the host cache's, else measured and cached (later calls return the same).
 Status processCalibration(Calibration* out);
 
 // The JSON file `loom-topo --calibrate` writes: {"copy_gbs": X}.

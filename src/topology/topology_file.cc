@@ -16,6 +16,7 @@
 #include "base/env.h"
 #include "base/log.h"
 #include "topology/discovery.h"
+#include "topology/host_cache.h"
 #include "topology/hwloc_import.h"
 #include "topology/nccl_xml.h"
 
@@ -99,7 +100,18 @@ Status hostTopology(std::shared_ptr<const SystemGraph>* out) {
   auto it = loaded.find(key);
   if (it == loaded.end()) {
     auto graph = std::make_shared<SystemGraph>();
-    LOOM_TRY(loadSystemTopology(graph.get()));
+    if (!key.empty()) {
+      LOOM_TRY(loadTopologyFile(key, graph.get()).withContext("LOOM_TOPO_FILE"));
+    } else if (!readCachedHostGraph(graph.get())) {
+      // Every process of the host must see the same graph, whether it discovered it or read the cache:
+      // the discovered graph is used as the cache holds it (through NCCL XML), and cached.
+      SystemGraph live;
+      LOOM_TRY(discoverLocalTopology(&live));
+      std::string xml;
+      LOOM_TRY(writeNcclXml(live, &xml));
+      LOOM_TRY(parseTopologyXml(xml, "live", graph.get()));
+      writeCachedHostGraph(*graph);
+    }
     it = loaded.emplace(key, std::move(graph)).first;
   }
   *out = it->second;

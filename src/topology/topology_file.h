@@ -27,7 +27,9 @@ Status loadTopologyFile(const std::string& path, SystemGraph* graph);
 Status loadSystemTopology(SystemGraph* graph);
 
 // The same, loaded once per process (per LOOM_TOPO_FILE value) and shared: every communicator's init
-// needs it, and discovery costs milliseconds.
+// needs it, and discovery costs milliseconds. A discovered graph is kept in the host cache
+// (host_cache.h) and used as the cache holds it (NCCL XML), so that every process of a host, whether
+// it discovered or read it, has the same.
 Status hostTopology(std::shared_ptr<const SystemGraph>* out);
 
 }  // namespace loom
