@@ -42,6 +42,11 @@ void writeFor(const loomComm* comm, const char* variable, const std::string& tex
   if (!(file << text) || !file.flush()) LOOM_WARN(Graph, "{}: cannot write {}={}", comm->describe(), variable, path);
 }
 
+// The NIC rank r reaches other hosts through: none when the job has one host.
+std::string usedNic(const JobTopology& job, int r) {
+  return job.hosts() > 1 ? job.nicNameOf[static_cast<size_t>(r)] : std::string();
+}
+
 }  // namespace
 
 const char* transportName(const loomComm* comm, const SystemGraph& host, int peer) {
@@ -78,7 +83,10 @@ nlohmann::ordered_json jobReport(const loomComm* comm, const SystemGraph& host) 
   for (int peer = 0; peer < job.nranks; ++peer) transports.push_back(transportName(comm, host, peer));
   j["transports"] = transports;
   nlohmann::ordered_json nics = nlohmann::ordered_json::array();
-  for (const std::string& name : job.nicNameOf) nics.push_back(name.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(name));
+  for (int r = 0; r < job.nranks; ++r) {
+    const std::string name = usedNic(job, r);
+    nics.push_back(name.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(name));
+  }
   j["nics"] = nics;
   j["channel_nics"] = job.channelNics;
   j["gpus"] = nlohmann::ordered_json::array();
@@ -103,7 +111,7 @@ void reportJobTopology(const loomComm* comm, const SystemGraph& host) {
       transports += fmt::format("{}{}:{}", peer ? " " : "", peer, transportName(comm, host, peer));
     LOOM_INFO(Graph, "{}: GPU {}, NUMA {}, NIC {}; transports {}", comm->describe(),
               job.placements[static_cast<size_t>(comm->rank)].gpu, job.placements[static_cast<size_t>(comm->rank)].numa,
-              job.nicNameOf[static_cast<size_t>(comm->rank)].empty() ? "none" : job.nicNameOf[static_cast<size_t>(comm->rank)],
+              usedNic(job, comm->rank).empty() ? "none" : usedNic(job, comm->rank),
               transports);
   }
   if (!envString("LOOM_GRAPH_DUMP_FILE", "").empty())

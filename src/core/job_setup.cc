@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <cstdio>
+
 #include <sstream>
 
 #include "algorithms/machine_model.h"
@@ -77,26 +79,62 @@ Status placeThisRank(loomComm* comm, const SystemGraph& graph, RankPlacement* ou
   return Status::Ok();
 }
 
+// One rank's part of an exchange, or why it has none. A rank that fails its part still takes part in
+// the exchange, so that every other rank fails naming it and its reason, instead of losing the
+// connection to it mid-exchange.
+template <typename Part>
+struct Contribution {
+  Part part{};
+  int32_t code = loomSuccess;
+  char error[480] = {};
+};
+
+template <typename Part>
+Status exchangeParts(loomComm* comm, const char* what, const Status& local, const Part& mine, std::vector<Part>* all) {
+  Contribution<Part> contribution;
+  contribution.part = mine;
+  contribution.code = local.code();
+  std::snprintf(contribution.error, sizeof contribution.error, "%s", local.message().c_str());
+  std::vector<Contribution<Part>> gathered(static_cast<size_t>(comm->nranks));
+  LOOM_TRY(comm->bootstrap->allGather(&contribution, gathered.data(), sizeof contribution).withContext(what));
+  if (!local.ok()) return local;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (gathered[static_cast<size_t>(r)].code != loomSuccess)
+      return errorStatus(loomRemoteError, "rank {} failed its {}: {}", r, what, gathered[static_cast<size_t>(r)].error);
+  all->clear();
+  for (const Contribution<Part>& c : gathered) all->push_back(c.part);
+  return Status::Ok();
+}
+
+// This rank's part of its host's plan, from every rank's placement.
+Status planMyPartOfHost(const loomComm* comm, const SystemGraph& graph, const std::vector<RankPlacement>& placements,
+                        HostChannelRecord* out) {
+  LOOM_TRY(checkHostsAgree(placements));
+  const uint64_t myHost = placements[static_cast<size_t>(comm->rank)].hostHash;
+  std::vector<int> hostRanks;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (placements[static_cast<size_t>(r)].hostHash == myHost) hostRanks.push_back(r);
+  std::vector<HostChannelRecord> records;
+  LOOM_TRY(planHost(graph, hostRanks, placements, &records));
+  *out = records[static_cast<size_t>(std::find(hostRanks.begin(), hostRanks.end(), comm->rank) - hostRanks.begin())];
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status setUpJobTopology(loomComm* comm) {
   std::shared_ptr<const SystemGraph> graph;
-  LOOM_TRY(hostGraph(&graph));
   RankPlacement mine;
-  LOOM_TRY(placeThisRank(comm, *graph, &mine));
-  std::vector<RankPlacement> placements(static_cast<size_t>(comm->nranks));
-  LOOM_TRY(comm->bootstrap->allGather(&mine, placements.data(), sizeof mine).withContext("topology: placements"));
+  Status placed = hostGraph(&graph);
+  if (placed.ok()) placed = placeThisRank(comm, *graph, &mine);
+  std::vector<RankPlacement> placements;
+  LOOM_TRY(exchangeParts(comm, "placement in its host's topology", placed, mine, &placements));
 
-  std::vector<int> hostRanks;
-  for (int r = 0; r < comm->nranks; ++r)
-    if (placements[static_cast<size_t>(r)].hostHash == mine.hostHash) hostRanks.push_back(r);
+  HostChannelRecord myRecord;
+  const Status planned = planMyPartOfHost(comm, *graph, placements, &myRecord);
   std::vector<HostChannelRecord> records;
-  LOOM_TRY(planHost(*graph, hostRanks, placements, &records));
-  const HostChannelRecord myRecord = records[static_cast<size_t>(
-      std::find(hostRanks.begin(), hostRanks.end(), comm->rank) - hostRanks.begin())];
-  std::vector<HostChannelRecord> all(static_cast<size_t>(comm->nranks));
-  LOOM_TRY(comm->bootstrap->allGather(&myRecord, all.data(), sizeof myRecord).withContext("topology: host plans"));
-  LOOM_TRY(assembleJob(placements, all, &comm->job));
+  LOOM_TRY(exchangeParts(comm, "plan of its host", planned, myRecord, &records));
+  LOOM_TRY(assembleJob(placements, records, &comm->job));
 
   // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: the model takes that shape,
   // and rings come from it (the tuner's rail rings), not from the real hosts.

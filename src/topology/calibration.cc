@@ -129,7 +129,8 @@ Status processCalibration(Calibration* out) {
 
 Status readCalibrationFile(const std::string& path, Calibration* out) {
   std::ifstream in(path);
-  if (!in) return systemError("LOOM_CALIBRATION_FILE {}: cannot read it: {}", path, std::strerror(errno));
+  // A file the user named that is not there is the user's to fix, as with LOOM_TOPO_FILE.
+  if (!in) return invalidArgument("LOOM_CALIBRATION_FILE {}: cannot read it: {}", path, std::strerror(errno));
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("copy_gbs") || !j["copy_gbs"].is_number() ||
       !(j["copy_gbs"].get<double>() > 0))

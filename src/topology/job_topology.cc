@@ -109,6 +109,18 @@ Status placeRank(const SystemGraph& host, const PlacementInputs& in, RankPlaceme
   return Status::Ok();
 }
 
+Status checkHostsAgree(std::span<const RankPlacement> placements) {
+  std::map<uint64_t, int> firstOfHost;
+  for (int r = 0; r < static_cast<int>(placements.size()); ++r) {
+    const int first = firstOfHost.try_emplace(placements[static_cast<size_t>(r)].hostHash, r).first->second;
+    if (placements[static_cast<size_t>(r)].graphFingerprint != placements[static_cast<size_t>(first)].graphFingerprint)
+      return invalidArgument("ranks {} and {} share a host but see different topologies (is LOOM_TOPO_FILE, or the "
+                             "hardware they see, the same for both?)",
+                             first, r);
+  }
+  return Status::Ok();
+}
+
 Status assembleJob(std::span<const RankPlacement> placements, std::span<const HostChannelRecord> records,
                    JobTopology* out) {
   const int n = static_cast<int>(placements.size());
@@ -125,6 +137,7 @@ Status assembleJob(std::span<const RankPlacement> placements, std::span<const Ho
   }
 
   // Every rank of a host must have planned it alike: same graph, same rings, same NICs.
+  LOOM_TRY(checkHostsAgree(placements));
   for (const std::vector<int>& ranks : job.hostRanks) {
     const int first = ranks.front();
     const HostChannelRecord& a = records[static_cast<size_t>(first)];
@@ -134,8 +147,7 @@ Status assembleJob(std::span<const RankPlacement> placements, std::span<const Ho
                              a.searchRings, a.channels);
     for (int r : ranks) {
       const HostChannelRecord& b = records[static_cast<size_t>(r)];
-      if (placements[static_cast<size_t>(r)].graphFingerprint != placements[static_cast<size_t>(first)].graphFingerprint ||
-          b.searchRings != a.searchRings || b.channels != a.channels ||
+      if (b.searchRings != a.searchRings || b.channels != a.channels ||
           std::memcmp(b.channelNic, a.channelNic, sizeof a.channelNic) != 0)
         return invalidArgument("ranks {} and {} share a host but see different topologies (is LOOM_TOPO_FILE, "
                                "LOOM_TOPO_GPU or the hardware they see the same for both?)",

@@ -77,6 +77,10 @@ struct HostChannelRecord {
   char nicName[32] = {};                 // the name of `nic`
 };
 
+// Between steps 1 and 2: the ranks of each host must have placed themselves in the same graph, or they
+// would plan their host differently (an error naming two of them otherwise).
+Status checkHostsAgree(std::span<const RankPlacement> placements);
+
 // Step 2: the plan of one host for its ranks `hostRanks` (job ranks, ascending) placed as `placements`
 // (by job rank); the record of each of them, in the same order.
 Status planHost(const SystemGraph& host, std::span<const int> hostRanks, std::span<const RankPlacement> placements,

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   app.add_option("-e,--maxbytes", maxText, "largest size (default: the smallest)");
   app.add_option("-f,--stepfactor", factor, "multiply the size by this between rows (default 2)")->check(CLI::Range(1.001, 1e6));
   app.add_option("-i,--stepbytes", stepText, "add this many bytes between rows instead of -f");
-  app.add_flag("--json", json, "print a JSON list of {bytes, algorithm, channels, time_us, algbw_gbs, busbw_gbs}");
+  app.add_flag("--json", json, "print a JSON list of {bytes, algorithm, channels, chunk_bytes, time_us, algbw_gbs, busbw_gbs}");
   CLI11_PARSE(app, argc, argv);
 
   SweepOptions options;

@@ -141,6 +141,7 @@ nlohmann::json renderJson(const std::vector<SweepRow>& rows) {
     list.push_back({{"bytes", r.bytes},
                     {"algorithm", r.algorithm},
                     {"channels", r.channels},
+                    {"chunk_bytes", r.chunkBytes},
                     {"time_us", r.timeUs},
                     {"algbw_gbs", r.algbwGbs},
                     {"busbw_gbs", r.busbwGbs}});

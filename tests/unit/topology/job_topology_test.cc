@@ -47,7 +47,9 @@ TEST(JobTopology, OneHostsRingsAreTheTopologySearchs) {
     EXPECT_EQ(job.rings, search.rings);  // ranks stand for GPUs 0..n-1: rank r is GPU r
     for (const std::vector<int>& ring : job.rings) {
       expectEveryRankOnce(ring, g.gpuCount());
-      if (g.gpuCount() > 1) EXPECT_GE(ringBottleneckGbs(g, ring), search.ringChannelGbs * (1 - 1e-9));
+      if (g.gpuCount() > 1) {
+        EXPECT_GE(ringBottleneckGbs(g, ring), search.ringChannelGbs * (1 - 1e-9));
+      }
     }
   }
 }
