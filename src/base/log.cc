@@ -53,6 +53,8 @@ LogSettings readSettings() {
       list.remove_prefix(comma + 1);
     }
     s.subsysMask = exclude ? ~mask : mask;
+    // Naming subsystems without a level asks for their INFO lines (LOOM_DEBUG_SUBSYS=graph alone).
+    if (level.empty() && !exclude) s.level = LogLevel::Info;
   }
   return s;
 }

@@ -1,5 +1,7 @@
 #include "core/async_engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "base/clock.h"
@@ -192,6 +194,8 @@ void AsyncEngine::failCommunicator(const Status& error) {
 }
 
 void AsyncEngine::run() {
+  pthread_setname_np(pthread_self(), "loom-progress");  // what ps, top and gdb show
+  comm_->numaBinding.bindThisThread();
   TransportSet& transports = *comm_->transports;
   IdleWaiter waiter(comm_->spinNs, comm_->oversubscribed);
   waiter.progressed();

@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "bootstrap/host_identity.h"
 #include "bootstrap/unique_id.h"
+#include "core/job_report.h"
 #include "core/job_setup.h"
 
 std::string loomComm::describe() const {
@@ -101,11 +102,14 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   std::vector<PeerLocation> peers;
   for (const RankInfo& info : comm->bootstrap->table())
     peers.push_back(PeerLocation{info.hostHash, info.pid, info.hostname, info.processNonce});
+  // The topology first: transports take their NIC and memory placement from it.
+  LOOM_TRY(setUpJobTopology(comm).withContext(comm->describe() + ": topology"));
   TransportOptions options;
   options.nchannels = comm->settings.nchannels;
   options.nslots = comm->settings.nslots;
   options.slotBytes = comm->settings.chunkBytes;
   options.forced = comm->settings.forcedTransport;
+  options.placeMemory = [binding = comm->numaBinding](void* p, size_t bytes) { binding.preferMemory(p, bytes); };
   LOOM_TRY(TransportSet::create(*comm->bootstrap, peers, options, &comm->transports)
                .withContext(comm->describe() + ": transport setup"));
   // Waiting ranks spin only while they have a core each; otherwise they yield and sleep early so the
@@ -116,7 +120,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   int ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed = localRanks > ncpus;
   comm->spinNs = envInt("LOOM_SPIN_US", comm->oversubscribed ? 5 : 2000) * 1000;
-  LOOM_TRY(setUpJobTopology(comm).withContext(comm->describe() + ": topology"));
+  reportJobTopology(comm);
   comm->tracer = Tracer::fromEnvironment(rank, comm->settings.name);
   comm->device = device::makeCommDevice(deviceFacts(comm, peers));
   if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm);

@@ -17,6 +17,7 @@
 #include "device/device_layer.h"
 #include "core/trace.h"
 #include "topology/job_topology.h"
+#include "topology/numa_binding.h"
 #include "loom.h"
 #include "transport/transport_set.h"
 
@@ -83,6 +84,9 @@ struct loomComm {
   std::atomic<uint64_t> opCount{0};  // written under `busy`, read by loomCommWaitOp from any thread
   // Where the ranks are: hosts, rings, NICs (core/job_setup.h), agreed by every rank at init.
   loom::JobTopology job;
+  std::shared_ptr<const loom::SystemGraph> hostGraph;  // this rank's host, as the job topology used it
+  // This rank's NUMA node, where its progress thread runs and its shared-memory FIFOs live.
+  loom::NumaBinding numaBinding;
   // Pick algorithm, chunk and channels per call, for host memory and for plan kernels on device memory.
   // Every rank builds the same machine models from the job's topology, so every rank makes the same choice.
   std::unique_ptr<loom::Tuner> tuner;

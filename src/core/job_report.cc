@@ -49,7 +49,8 @@ std::string usedNic(const JobTopology& job, int r) {
 
 }  // namespace
 
-const char* transportName(const loomComm* comm, const SystemGraph& host, int peer) {
+const char* transportName(const loomComm* comm, int peer) {
+  const SystemGraph& host = *comm->hostGraph;
   const JobTopology& job = comm->job;
   const RankPlacement& a = job.placements[static_cast<size_t>(comm->rank)];
   const RankPlacement& b = job.placements[static_cast<size_t>(peer)];
@@ -67,7 +68,8 @@ const char* transportName(const loomComm* comm, const SystemGraph& host, int pee
   return "?";
 }
 
-nlohmann::ordered_json jobReport(const loomComm* comm, const SystemGraph& host) {
+nlohmann::ordered_json jobReport(const loomComm* comm) {
+  const SystemGraph& host = *comm->hostGraph;
   const JobTopology& job = comm->job;
   nlohmann::ordered_json j;
   j["nranks"] = job.nranks;
@@ -80,7 +82,7 @@ nlohmann::ordered_json jobReport(const loomComm* comm, const SystemGraph& host) 
     trees.push_back({{"channel", c}, {"parents", allReduceTreeParents(job.rings[c], static_cast<int>(c))}});
   j["trees"] = trees;
   nlohmann::ordered_json transports = nlohmann::ordered_json::array();
-  for (int peer = 0; peer < job.nranks; ++peer) transports.push_back(transportName(comm, host, peer));
+  for (int peer = 0; peer < job.nranks; ++peer) transports.push_back(transportName(comm, peer));
   j["transports"] = transports;
   nlohmann::ordered_json nics = nlohmann::ordered_json::array();
   for (int r = 0; r < job.nranks; ++r) {
@@ -91,12 +93,18 @@ nlohmann::ordered_json jobReport(const loomComm* comm, const SystemGraph& host) 
   j["channel_nics"] = job.channelNics;
   j["gpus"] = nlohmann::ordered_json::array();
   for (const RankPlacement& p : job.placements) j["gpus"].push_back(p.gpu);
+  const NumaBinding& binding = comm->numaBinding;
+  j["placement"] = {{"numa", job.placements[static_cast<size_t>(comm->rank)].numa},
+                    {"bound", binding.active()},
+                    {"cpus", binding.cpus()},
+                    {"why_not", binding.reason()}};
   j["host_model"] = modelJson(*comm->tuner);
   j["device_model"] = modelJson(*comm->deviceTuner);
   return j;
 }
 
-void reportJobTopology(const loomComm* comm, const SystemGraph& host) {
+void reportJobTopology(const loomComm* comm) {
+  const SystemGraph& host = *comm->hostGraph;
   const JobTopology& job = comm->job;
   if (logEnabled(LogLevel::Info, LogSubsys::Graph)) {
     if (comm->rank == 0) {
@@ -108,14 +116,15 @@ void reportJobTopology(const loomComm* comm, const SystemGraph& host) {
     }
     std::string transports;
     for (int peer = 0; peer < job.nranks; ++peer)
-      transports += fmt::format("{}{}:{}", peer ? " " : "", peer, transportName(comm, host, peer));
-    LOOM_INFO(Graph, "{}: GPU {}, NUMA {}, NIC {}; transports {}", comm->describe(),
-              job.placements[static_cast<size_t>(comm->rank)].gpu, job.placements[static_cast<size_t>(comm->rank)].numa,
-              usedNic(job, comm->rank).empty() ? "none" : usedNic(job, comm->rank),
-              transports);
+      transports += fmt::format("{}{}:{}", peer ? " " : "", peer, transportName(comm, peer));
+    const RankPlacement& me = job.placements[static_cast<size_t>(comm->rank)];
+    const NumaBinding& binding = comm->numaBinding;
+    LOOM_INFO(Graph, "{}: GPU {}, NUMA {} ({}), NIC {}; transports {}", comm->describe(), me.gpu, me.numa,
+              binding.active() ? "progress thread and FIFOs bound, CPUs " + binding.cpus() : "not bound: " + binding.reason(),
+              usedNic(job, comm->rank).empty() ? "none" : usedNic(job, comm->rank), transports);
   }
   if (!envString("LOOM_GRAPH_DUMP_FILE", "").empty())
-    writeFor(comm, "LOOM_GRAPH_DUMP_FILE", jobReport(comm, host).dump(2) + "\n");
+    writeFor(comm, "LOOM_GRAPH_DUMP_FILE", jobReport(comm).dump(2) + "\n");
   if (!envString("LOOM_TOPO_DUMP_FILE", "").empty()) {
     std::string xml;
     const Status written = writeNcclXml(host, &xml);

@@ -13,13 +13,14 @@ namespace loom {
 
 // The JSON of LOOM_GRAPH_DUMP_FILE: nranks, rank, hosts, rings, trees, transports (per peer of this rank:
 // self, local, shm, p2p, net), nics (per rank: the NIC it uses, or null), channel_nics, models.
-nlohmann::ordered_json jobReport(const loomComm* comm, const SystemGraph& host);
+nlohmann::ordered_json jobReport(const loomComm* comm);
 
-// Logs and writes what the environment asks for; a file that cannot be written is a warning.
-void reportJobTopology(const loomComm* comm, const SystemGraph& host);
+// Logs and writes what the environment asks for, once the transports are set up; a file that cannot be
+// written is a warning.
+void reportJobTopology(const loomComm* comm);
 
 // The transport rank `peer` is reached by, for people: the host connection (local, shm, net), or p2p
 // when both ranks run on GPUs of this host that can reach each other.
-const char* transportName(const loomComm* comm, const SystemGraph& host, int peer);
+const char* transportName(const loomComm* comm, int peer);
 
 }  // namespace loom

@@ -135,6 +135,7 @@ Status setUpJobTopology(loomComm* comm) {
   std::vector<HostChannelRecord> records;
   LOOM_TRY(exchangeParts(comm, "plan of its host", planned, myRecord, &records));
   LOOM_TRY(assembleJob(placements, records, &comm->job));
+  comm->numaBinding = NumaBinding::forNode(mine.numa, graph->source == "live");
 
   // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: the model takes that shape,
   // and rings come from it (the tuner's rail rings), not from the real hosts.
@@ -148,7 +149,7 @@ Status setUpJobTopology(loomComm* comm) {
   const std::vector<std::vector<int>> rings = emulatedNodes ? std::vector<std::vector<int>>{} : comm->job.rings;
   comm->tuner = std::make_unique<Tuner>(machineFor(MemorySide::Host), rings);
   comm->deviceTuner = std::make_unique<Tuner>(machineFor(MemorySide::Device), rings);
-  reportJobTopology(comm, *graph);
+  comm->hostGraph = std::move(graph);
   return Status::Ok();
 }
 

@@ -130,6 +130,7 @@ Status TransportSet::setupMemory(PeerExchange& exchange) {
     bool anyShm = std::any_of(mine.begin(), mine.end(), [&](int p) { return kinds_[p] == TransportKind::Shm; });
     layout.nfifos = mine.size() * options_.nchannels;
     LOOM_TRY(Segment::create(layout.totalBytes(), anyShm, &own_));
+    if (options_.placeMemory) options_.placeMemory(own_->base(), layout.totalBytes());
     for (size_t f = 0; f < layout.nfifos; ++f) new (own_->base() + layout.controlOffset(f)) FifoControl();
     holder = new std::shared_ptr<Segment>(own_);
     desc.holder = reinterpret_cast<uint64_t>(holder);

@@ -4,6 +4,7 @@
 // socket for all). Nothing here knows which collective a message belongs to.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct TransportOptions {
   size_t nslots = 4;
   size_t slotBytes = 256 << 10;
   std::string forced;  // "", "shm" or "socket"
+  // Called on this rank's FIFO memory before anything touches it: the communicator places it on the
+  // rank's NUMA node (topology/numa_binding.h); unset leaves it where it is first touched.
+  std::function<void(void*, size_t)> placeMemory;
 };
 
 TransportKind selectTransport(const PeerLocation& a, const PeerLocation& b, const std::string& forced);
