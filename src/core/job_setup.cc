@@ -135,7 +135,7 @@ Status setUpJobTopology(loomComm* comm) {
   std::vector<HostChannelRecord> records;
   LOOM_TRY(exchangeParts(comm, "plan of its host", planned, myRecord, &records));
   LOOM_TRY(assembleJob(placements, records, &comm->job));
-  comm->numaBinding = NumaBinding::forNode(mine.numa, graph->source == "live");
+  comm->numaBinding = NumaBinding::forNode(*graph, mine.numa);
 
   // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: the model takes that shape,
   // and rings come from it (the tuner's rail rings), not from the real hosts.
