@@ -63,6 +63,16 @@ struct QuietHost {
   ScopedEnv cache, calibration;
 };
 
+// Inits a communicator that must not come up: the result and loomGetLastError's text (one that does
+// come up is destroyed, and the result is loomSuccess).
+loomResult_t initThatMustFail(RankContext& ctx, std::string* message) {
+  loomComm_t comm = nullptr;
+  const loomResult_t r = loomCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank);
+  if (r == loomSuccess) loomCommDestroy(comm);
+  *message = loomGetLastError(nullptr);
+  return r;
+}
+
 // A small matrix of every collective: each dtype and op appears, awkward counts, in and out of place.
 std::vector<Case> everyCollective(int nranks) {
   MatrixSpec spec{.colls = {std::begin(kAllColls), std::end(kAllColls)},
@@ -308,13 +318,9 @@ TEST(TopologyErrors, BadFilesAreRefusedNamingThem) {
   for (const BadCase& bad : cases) {
     ScopedEnv env(bad.variable, bad.value.c_str());
     const std::string failures = runRanksRaw(Launch::Threads, 3, RunOptions{}, [&](RankContext& ctx) -> std::string {
-      loomComm_t comm = nullptr;
-      const loomResult_t r = loomCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank);
-      if (r == loomSuccess) {
-        loomCommDestroy(comm);
-        return "init succeeded";
-      }
-      const std::string message = loomGetLastError(nullptr);
+      std::string message;
+      const loomResult_t r = initThatMustFail(ctx, &message);
+      if (r == loomSuccess) return "init succeeded";
       if (r != bad.expected) return std::string("returned ") + loomGetErrorString(r) + ": " + message;
       if (message.find(bad.value) == std::string::npos) return "the error does not name " + bad.value + ": " + message;
       return "";
@@ -445,13 +451,9 @@ TEST(SeveralHostsErrors, ABadFileOnOneRankFailsEveryRank) {
                          Mix{power8, "topology", "topology"}}) {
     const std::string failures = runRanksRaw(Launch::Processes, 3, RunOptions{}, [&](RankContext& ctx) -> std::string {
       setenv("LOOM_TOPO_FILE", ctx.rank == 1 ? mix.rank1File.c_str() : hgx.c_str(), 1);
-      loomComm_t comm = nullptr;
-      const loomResult_t r = loomCommInitRank(&comm, ctx.nranks, ctx.id, ctx.rank);
-      if (r == loomSuccess) {
-        loomCommDestroy(comm);
-        return "init succeeded";
-      }
-      const std::string message = loomGetLastError(nullptr);
+      std::string message;
+      const loomResult_t r = initThatMustFail(ctx, &message);
+      if (r == loomSuccess) return "init succeeded";
       const char* named = ctx.rank == 1 ? mix.rank1Names : mix.othersName;
       if (message.find(named) == std::string::npos)
         return std::string(loomGetErrorString(r)) + " without naming '" + named + "': " + message;
