@@ -53,8 +53,9 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   s.chunkBytes = (s.chunkBytes + 63) & ~size_t{63};
   if (s.forcedChunkBytes) s.forcedChunkBytes = s.chunkBytes;
   if (s.nchannels < 1 || s.nchannels > 16) return invalidArgument("LOOM_NCHANNELS={} is outside 1..16", s.nchannels);
-  if (!s.forcedTransport.empty() && s.forcedTransport != "shm" && s.forcedTransport != "socket")
-    return invalidArgument("LOOM_TRANSPORT={} is not one of shm, socket", s.forcedTransport);
+  if (!s.forcedTransport.empty() && s.forcedTransport != "shm" && s.forcedTransport != "net" &&
+      s.forcedTransport != "socket")
+    return invalidArgument("LOOM_TRANSPORT={} is not one of shm, net (socket)", s.forcedTransport);
   *out = s;
   return Status::Ok();
 }
@@ -121,6 +122,10 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   options.nslots = comm->settings.nslots;
   options.slotBytes = comm->settings.chunkBytes;
   options.forced = comm->settings.forcedTransport;
+  options.netProvider = envString("LOOM_NET", "");  // issue 17: the NIC from the topology instead
+  options.netDevice = envString("LOOM_SOCKET_IFNAME", "");
+  options.netDirect = envInt("LOOM_NET_DIRECT", 1) != 0;
+  options.timeoutMs = comm->settings.timeoutMs;
   LOOM_TRY(TransportSet::create(*comm->bootstrap, peers, options, &comm->transports)
                .withContext(comm->describe() + ": transport setup"));
   // Waiting ranks spin only while they have a core each; otherwise they yield and sleep early so the

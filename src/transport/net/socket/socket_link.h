@@ -1,0 +1,80 @@
+// One direction of a socket connection, NCCL's design: a control stream plus N data streams. Every
+// message starts with its size on the control stream; messages up to `inlineBytes` follow it there,
+// larger ones are cut into pieces of at least kMinPieceBytes spread over the data streams (each
+// message continues on the stream after the one the previous message ended on; both sides compute the
+// same split from the size). The control stream is moved by the comm's driving thread (a small message
+// costs no thread hop); data streams by helper threads, or by the driving thread when there are none.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "base/socket.h"
+#include "transport/net/provider.h"
+#include "transport/net/socket/data_stream.h"
+#include "transport/net/socket/helper_threads.h"
+
+namespace loom::net::socket {
+
+inline constexpr size_t kMinPieceBytes = 64 << 10;
+
+struct SocketConfig {
+  int nthreads = 0;         // helper threads per provider (0: the driving thread moves data streams)
+  int nsocksPerThread = 1;  // data streams per helper thread and comm
+  size_t inlineBytes = 0;   // messages up to this size travel on the control stream
+  int bufferBytes = 0;      // SO_SNDBUF/SO_RCVBUF for every stream (0: the kernel's autotuning)
+  int streams() const { return (nthreads > 0 ? nthreads : 1) * nsocksPerThread; }
+};
+
+// What the comms of one provider instance share.
+struct SocketShared {
+  SocketConfig config;
+  CompletionSignal signal;
+  std::vector<std::unique_ptr<HelperThread>> helpers;  // config.nthreads of them
+};
+
+class SocketLink {
+ public:
+  SocketLink(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams, bool sending);
+  ~SocketLink();
+  SocketLink(const SocketLink&) = delete;
+  SocketLink& operator=(const SocketLink&) = delete;
+
+  // `data` is read (send) or written (receive) until the request is done.
+  Status post(char* data, size_t bytes, Request** request);
+  Status test(Request* request, bool* done, size_t* sizes);
+  void addWaits(WaitList* waits);
+
+ private:
+  struct Message {
+    bool inUse = false;
+    char* data = nullptr;
+    size_t capacity = 0;   // receive: the buffer's size
+    uint64_t header = 0;   // the message's size, as it travels on the control stream
+    size_t controlMoved = 0;
+    bool controlDone = false;
+    std::atomic<int> piecesLeft{0};
+  };
+  Status progress();
+  Status moveControlSend(Message& m, bool* finished);
+  Status moveControlRecv(Message& m, bool* finished);
+  // Cuts a message into pieces on the data streams and hands them to whoever moves them.
+  void queuePieces(Message& m);
+  Status streamFailure() const;
+
+  std::shared_ptr<SocketShared> shared_;
+  Socket control_;
+  std::vector<std::shared_ptr<DataStream>> streams_;
+  std::vector<HelperThread*> helperOf_;  // per stream; empty without helper threads
+  bool sending_;
+  std::array<Message, kMaxRequestsPerComm> messages_;
+  std::deque<Message*> controlQueue_;  // posted, not through the control stream yet, in order
+  uint32_t nextStream_ = 0;
+  bool peerClosed_ = false;  // receive: the sender closed the control stream between two messages
+  Status broken_;
+};
+
+}  // namespace loom::net::socket
