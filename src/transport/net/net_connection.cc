@@ -45,13 +45,8 @@ Status NetSendConnection::create(std::unique_ptr<SendComm> comm, size_t nslots, 
   return Status::Ok();
 }
 
-NetSendConnection::~NetSendConnection() {
-  if (!comm_) return;
-  for (Outgoing& o : queue_)
-    if (o.ownRegion) (void)comm_->deregisterMemory(o.region);
-  if (noticeRegion_) (void)comm_->deregisterMemory(noticeRegion_);
-  if (stagingRegion_) (void)comm_->deregisterMemory(stagingRegion_);
-}
+// The comm goes first: its provider may still read the slots (or write them, below) until then.
+NetSendConnection::~NetSendConnection() { letGo(); }
 
 Status NetSendConnection::closed() const {
   return errorStatus(loomRemoteError, "the connection to rank {} was closed after an earlier failure", peer_);
@@ -221,6 +216,7 @@ Status NetRecvConnection::create(std::unique_ptr<RecvComm> comm, size_t nslots, 
 
 NetRecvConnection::~NetRecvConnection() {
   if (comm_ && region_) (void)comm_->deregisterMemory(region_);
+  comm_.reset();
 }
 
 Status NetRecvConnection::postFree() {

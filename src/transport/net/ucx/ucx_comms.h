@@ -1,0 +1,82 @@
+// The ucx provider's comms: tagged sends on an endpoint to the receiver's worker, tagged receives on
+// the worker, one 64-bit tag per connection (the receiver's choice, in the handle), so messages of a
+// connection match in posting order. Each side also holds an endpoint to the other with UCX's peer
+// error handling, so that a peer that dies fails this side's requests instead of leaving them pending.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "transport/net/provider.h"
+#include "transport/net/ucx/ucx_worker.h"
+
+namespace loom::net::ucx {
+
+// What both comms have: the worker, the endpoint to the peer, the tag, the requests, the failure.
+class UcxLink {
+ public:
+  UcxLink(std::shared_ptr<UcxWorker> worker, uint64_t tag);
+  ~UcxLink();
+  UcxLink(const UcxLink&) = delete;
+  UcxLink& operator=(const UcxLink&) = delete;
+
+  // Creates the endpoint to the peer's worker address (peer error handling on).
+  Status connectTo(const std::vector<char>& peerAddress);
+  Status send(const void* data, size_t bytes, Request** request);
+  Status receive(void* data, size_t bytes, Request** request);
+  Status test(Request* request, bool* done, size_t* sizes);
+  void addWaits(WaitList* waits) { worker_->addWaits(waits); }
+
+ private:
+  struct Op {
+    bool inUse = false;
+    bool receive = false;
+    void* ucx = nullptr;  // UCX's request, null once complete
+    ucs_status_t status = UCS_OK;
+    ucp_tag_recv_info_t info{};
+    size_t bytes = 0;
+  };
+  static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  Op* freeOp();
+  Status finish(Op& op, ucs_status_ptr_t result, const char* call, Request** request);
+
+  std::shared_ptr<UcxWorker> worker_;
+  uint64_t tag_;
+  ucp_ep_h ep_ = nullptr;
+  ucs_status_t failure_ = UCS_OK;  // set by UCX's error callback (during progress, on this thread)
+  std::array<Op, kMaxRequestsPerComm> ops_;
+};
+
+class UcxSendComm final : public SendComm {
+ public:
+  explicit UcxSendComm(std::unique_ptr<UcxLink> link) : link_(std::move(link)) {}
+  Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override;
+  Status deregisterMemory(MemoryRegion*) override { return Status::Ok(); }
+  Status test(Request* request, bool* done, size_t* sizes) override { return link_->test(request, done, sizes); }
+  void addWaits(WaitList* waits) override { link_->addWaits(waits); }
+  Status isend(const void* data, size_t bytes, int tag, MemoryRegion* region, Request** request) override;
+
+ private:
+  std::unique_ptr<UcxLink> link_;
+};
+
+class UcxRecvComm final : public RecvComm {
+ public:
+  explicit UcxRecvComm(std::unique_ptr<UcxLink> link) : link_(std::move(link)) {}
+  Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override;
+  Status deregisterMemory(MemoryRegion*) override { return Status::Ok(); }
+  Status test(Request* request, bool* done, size_t* sizes) override { return link_->test(request, done, sizes); }
+  void addWaits(WaitList* waits) override { link_->addWaits(waits); }
+  Status irecv(int n, void* const* data, const size_t* sizes, const int* tags, MemoryRegion* const* regions,
+               Request** request) override;
+  Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* regions,
+                Request** request) override;
+
+ private:
+  std::unique_ptr<UcxLink> link_;
+};
+
+}  // namespace loom::net::ucx

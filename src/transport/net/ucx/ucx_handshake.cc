@@ -1,0 +1,196 @@
+#include "transport/net/ucx/ucx_handshake.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "transport/net/ucx/ucx_comms.h"
+
+namespace loom::net::ucx {
+
+namespace {
+
+constexpr size_t kMaxPendingStrangers = 64;
+constexpr uint64_t kConnectRetryNs = 20'000'000;
+
+uint64_t random64() {
+  std::random_device random;
+  uint64_t v = 0;
+  while (v == 0) v = (uint64_t{random()} << 32) ^ random();
+  return v;
+}
+
+}  // namespace
+
+void Exchange::queue(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  out_.insert(out_.end(), p, p + bytes);
+}
+
+Status Exchange::flushOut(bool* done) {
+  while (sent_ < out_.size()) {
+    const ssize_t w = ::send(socket_.fd(), out_.data() + sent_, out_.size() - sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      sent_ += static_cast<size_t>(w);
+    } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      *done = false;
+      return Status::Ok();
+    } else {
+      return errorStatus(loomRemoteError, "ucx handshake: send: {}", std::strerror(errno));
+    }
+  }
+  *done = true;
+  return Status::Ok();
+}
+
+Status Exchange::readUpTo(size_t bytes, bool* done) {
+  while (in_.size() < bytes) {
+    char chunk[4096];
+    const ssize_t r = ::recv(socket_.fd(), chunk, std::min(sizeof chunk, bytes - in_.size()), MSG_DONTWAIT);
+    if (r > 0) {
+      in_.insert(in_.end(), chunk, chunk + r);
+    } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      *done = false;
+      return Status::Ok();
+    } else {
+      return errorStatus(loomRemoteError, "ucx handshake: {}", r == 0 ? "closed by the peer" : std::strerror(errno));
+    }
+  }
+  *done = true;
+  return Status::Ok();
+}
+
+// ---- receiver ------------------------------------------------------------------------------------
+
+Status UcxListenComm::create(std::shared_ptr<UcxWorker> worker, const SocketAddress& bindAddress, Handle* handle,
+                             std::unique_ptr<ListenComm>* out) {
+  std::unique_ptr<UcxListenComm> l(new UcxListenComm());
+  UcxHandle h;
+  LOOM_TRY(listenOn(bindAddress, &l->listener_, &h.outOfBand));
+  l->worker_ = std::move(worker);
+  l->secret_ = h.secret = random64();
+  l->tag_ = h.tag = random64();
+  handle->bytes.fill(0);
+  std::memcpy(handle->bytes.data(), &h, sizeof h);
+  *out = std::move(l);
+  return Status::Ok();
+}
+
+void UcxListenComm::step(Exchange& e, bool* keep, bool* taken) {
+  *keep = true;
+  *taken = false;
+  bool done = false;
+  Status st = e.readUpTo(sizeof(UcxHello), &done);
+  UcxHello hello;
+  if (st.ok() && done) {
+    std::memcpy(&hello, e.received().data(), sizeof hello);
+    if (hello.magic != kHelloMagic || hello.version != kVersion || hello.secret != secret_ ||
+        hello.addressBytes == 0 || hello.addressBytes > kMaxAddressBytes)
+      st = Status(loomRemoteError, "not a hello for this connection (wrong magic, version, secret or size)");
+    else
+      st = e.readUpTo(sizeof hello + hello.addressBytes, &done);
+  }
+  if (!st.ok()) {
+    LOOM_WARN(Net, "ucx provider: dropped a connection to its handshake port: {}", st.message());
+    *keep = false;
+    return;
+  }
+  if (!done) return;
+  senderAddress_.assign(e.received().begin() + sizeof hello, e.received().end());
+  *keep = false;
+  *taken = true;
+}
+
+Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
+  for (;;) {
+    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
+      return systemError("ucx handshake: accept: {}", std::strerror(errno));
+    }
+    if (pending_.size() >= kMaxPendingStrangers) pending_.pop_front();
+    pending_.emplace_back(Socket(fd));
+  }
+  for (auto it = pending_.begin(); !sender_ && it != pending_.end();) {
+    bool keep = true, taken = false;
+    step(*it, &keep, &taken);
+    if (taken) {
+      sender_ = std::make_unique<Exchange>(std::move(it->socket()));
+      const uint32_t reply[2] = {kHelloMagic, static_cast<uint32_t>(worker_->address().size())};
+      sender_->queue(reply, sizeof reply);
+      sender_->queue(worker_->address().data(), worker_->address().size());
+    }
+    it = keep ? it + 1 : pending_.erase(it);
+  }
+  if (!sender_) return Status::Ok();
+  bool sent = false;
+  LOOM_TRY(sender_->flushOut(&sent));
+  if (!sent) return Status::Ok();
+  auto link = std::make_unique<UcxLink>(worker_, tag_);
+  LOOM_TRY(link->connectTo(senderAddress_));
+  *out = std::make_unique<UcxRecvComm>(std::move(link));
+  listener_.close();
+  pending_.clear();
+  return Status::Ok();
+}
+
+// ---- sender --------------------------------------------------------------------------------------
+
+Status UcxConnector::step(std::unique_ptr<SendComm>* out) {
+  if (!exchange_) {
+    if (nowNs() < retryAtNs_) return Status::Ok();
+    Socket s(::socket(handle_.outOfBand.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!s.valid()) return systemError("socket: {}", std::strerror(errno));
+    socklen_t len = 0;
+    sockaddr_storage ss = handle_.outOfBand.toSockaddr(&len);
+    if (::connect(s.fd(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
+      return errorStatus(loomRemoteError, "ucx handshake: connect to {}: {}", handle_.outOfBand.toString(),
+                         std::strerror(errno));
+    exchange_ = std::make_unique<Exchange>(std::move(s));
+    UcxHello hello;
+    hello.secret = handle_.secret;
+    hello.addressBytes = static_cast<uint32_t>(worker_->address().size());
+    exchange_->queue(&hello, sizeof hello);
+    exchange_->queue(worker_->address().data(), worker_->address().size());
+  }
+  if (!connected_) {
+    pollfd p{exchange_->socket().fd(), POLLOUT, 0};
+    if (::poll(&p, 1, 0) <= 0) return Status::Ok();
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(exchange_->socket().fd(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH) {
+      exchange_.reset();
+      retryAtNs_ = nowNs() + kConnectRetryNs;
+      return Status::Ok();
+    }
+    if (err != 0)
+      return errorStatus(loomRemoteError, "ucx handshake: connect to {}: {}", handle_.outOfBand.toString(), std::strerror(err));
+    connected_ = true;
+  }
+  bool done = false;
+  LOOM_TRY(exchange_->flushOut(&done));
+  if (!done) return Status::Ok();
+  LOOM_TRY(exchange_->readUpTo(2 * sizeof(uint32_t), &done));
+  if (!done) return Status::Ok();
+  uint32_t reply[2];
+  std::memcpy(reply, exchange_->received().data(), sizeof reply);
+  if (reply[0] != kHelloMagic || reply[1] == 0 || reply[1] > kMaxAddressBytes)
+    return errorStatus(loomRemoteError, "ucx handshake: {} answered with something else than a worker address",
+                       handle_.outOfBand.toString());
+  LOOM_TRY(exchange_->readUpTo(sizeof reply + reply[1], &done));
+  if (!done) return Status::Ok();
+  std::vector<char> address(exchange_->received().begin() + sizeof reply, exchange_->received().end());
+  auto link = std::make_unique<UcxLink>(worker_, handle_.tag);
+  LOOM_TRY(link->connectTo(address));
+  *out = std::make_unique<UcxSendComm>(std::move(link));
+  exchange_.reset();
+  return Status::Ok();
+}
+
+}  // namespace loom::net::ucx
