@@ -6,20 +6,26 @@
 # nothing tells the hosts apart from real ones but speed. Addresses exist only inside the bed.
 #
 #   hosts.sh check                      exit 0 when namespaces can be made here; else print why, exit 2
-#   hosts.sh up N [--bed B] [--netem "ARGS"]   make hosts B-h1..B-hN (B: loombed), 192.168.77.I/24
+#   hosts.sh up N [--bed B] [--impair "delay 1ms loss 0.1%"]
+#                                       make hosts B-h1..B-hN (B: loombed), 192.168.77.I/24; with
+#                                       --impair every link delays and drops frames: tc netem where the
+#                                       kernel has it, else Loom's user-space switch (tests/hosts/
+#                                       link_emulator.cc; LOOM_LINK_EMULATOR, default build/tests/hosts/)
 #   hosts.sh down [--bed B]             kill what runs on them and remove everything
 #   hosts.sh exec HOST CMD...           run CMD on HOST (B-hI), as that host
 #   hosts.sh ssh [-x] HOST CMD...       the same, shaped like ssh (Hydra's -launcher-exec)
-#   hosts.sh netem HOST ARGS|none       tc netem on HOST's link ("delay 1ms loss 0.1%")
+#   hosts.sh netem HOST ARGS|none       tc netem on HOST's link ("delay 1ms loss 0.1%"; needs netem)
 #   hosts.sh link HOST up|down          take HOST's link down or up
 #   hosts.sh addr HOST                  HOST's address
 #   hosts.sh gc                         remove beds whose owner process (--owner PID at up) is gone
+#   hosts.sh down-owner PID             remove every bed of owner PID
 # `up` cleans up after itself when it fails; tests call `down` when they end, and `gc` at start for
 # beds left by a test that was killed.
 set -euo pipefail
 
 shm_root=/dev/shm/loom-beds
 subnet=192.168.77
+root="$(cd "$(dirname "$0")/.." && pwd)"
 
 die() { echo "hosts.sh: $*" >&2; exit 1; }
 
@@ -51,30 +57,77 @@ down() {
   rm -rf "${shm_root:?}/$bed"
 }
 
-up() {
-  local n=$1 bed=$2 netem=$3 owner=$4 i
-  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "host count must be 1..200"
-  [[ "$bed" =~ ^[a-z][a-z0-9]{0,9}$ ]] || die "bed name must be 1-10 lowercase letters and digits"
-  down "$bed"
-  trap 'down "$bed"' ERR
-  mkdir -p "$shm_root/$bed"
-  echo "$owner" > "$shm_root/$bed/owner"
-  ip netns add "$bed-sw"
+netem_available() {
+  local probe="loomnetem$$" ok=1
+  ip netns add "$probe" 2>/dev/null || return 1
+  ip -n "$probe" link add a type veth peer name b 2>/dev/null &&
+    tc -n "$probe" qdisc add dev a root netem delay 1ms 2>/dev/null && ok=0
+  ip netns del "$probe"
+  return $ok
+}
+
+add_host() {  # add_host BED I: the host's namespace, its loopback and its /dev/shm
+  ip netns add "$1-h$2"
+  ip -n "$1-h$2" link set lo up
+  mkdir -p "$shm_root/$1/h$2"
+  chmod 1777 "$shm_root/$1/h$2"
+}
+
+configure_eth0() {  # configure_eth0 BED I
+  ip -n "$1-h$2" addr add "$subnet.$2/24" dev eth0
+  ip -n "$1-h$2" link set eth0 up
+}
+
+up_bridged() {  # up_bridged N BED NETEM
+  local n=$1 bed=$2 netem=$3 i
   ip -n "$bed-sw" link add br0 type bridge
   ip -n "$bed-sw" link set br0 up
   for ((i = 1; i <= n; i++)); do
-    local host="$bed-h$i"
-    ip netns add "$host"
-    ip link add eth0 netns "$host" type veth peer name "h$i" netns "$bed-sw"
+    add_host "$bed" "$i"
+    ip link add eth0 netns "$bed-h$i" type veth peer name "h$i" netns "$bed-sw"
     ip -n "$bed-sw" link set "h$i" master br0 up
-    ip -n "$host" addr add "$subnet.$i/24" dev eth0
-    ip -n "$host" link set eth0 up
-    ip -n "$host" link set lo up
-    [ -z "$netem" ] || tc -n "$host" qdisc replace dev eth0 root netem $netem
-    mkdir -p "$shm_root/$bed/h$i"
-    chmod 1777 "$shm_root/$bed/h$i"
+    configure_eth0 "$bed" "$i"
+    [ -z "$netem" ] || tc -n "$bed-h$i" qdisc replace dev eth0 root netem $netem
   done
-  trap - ERR
+}
+
+up_emulated() {  # up_emulated N BED IMPAIR: the hosts' eth0 are TAP ports of the user-space switch
+  local n=$1 bed=$2 impair=$3 i delay_us=0 loss_ppm=0
+  local emulator="${LOOM_LINK_EMULATOR:-$root/build/tests/hosts/loom-link-emulator}"
+  [ -x "$emulator" ] || die "no sch_netem in this kernel and no $emulator (ninja -C build tests/hosts/loom-link-emulator)"
+  if [[ "$impair" =~ delay\ ([0-9.]+)ms ]]; then delay_us=$(awk "BEGIN{print int(${BASH_REMATCH[1]} * 1000)}"); fi
+  if [[ "$impair" =~ loss\ ([0-9.]+)% ]]; then loss_ppm=$(awk "BEGIN{print int(${BASH_REMATCH[1]} * 10000)}"); fi
+  ip netns exec "$bed-sw" "$emulator" --ports "$n" --delay-us "$delay_us" --loss-ppm "$loss_ppm" \
+    > "$shm_root/$bed/emulator.log" 2>&1 &
+  for ((i = 0; i < 100; i++)); do
+    grep -q ready "$shm_root/$bed/emulator.log" 2>/dev/null && break
+    sleep 0.05
+  done
+  grep -q ready "$shm_root/$bed/emulator.log" || die "the link emulator did not start: $(cat "$shm_root/$bed/emulator.log")"
+  echo "hosts.sh: no sch_netem in this kernel: links impaired by the user-space switch ($impair)" >&2
+  for ((i = 1; i <= n; i++)); do
+    add_host "$bed" "$i"
+    ip -n "$bed-sw" link set "tap$i" netns "$bed-h$i"
+    ip -n "$bed-h$i" link set "tap$i" name eth0
+    configure_eth0 "$bed" "$i"
+  done
+}
+
+up() {
+  local n=$1 bed=$2 impair=$3 owner=$4
+  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "host count must be 1..200"
+  [[ "$bed" =~ ^[a-z][a-z0-9]{0,9}$ ]] || die "bed name must be 1-10 lowercase letters and digits"
+  down "$bed"
+  trap 'down "$bed"' EXIT  # whatever fails below (set -e, die) leaves nothing behind
+  mkdir -p "$shm_root/$bed"
+  echo "$owner" > "$shm_root/$bed/owner"
+  ip netns add "$bed-sw"
+  if [ -n "$impair" ] && ! netem_available; then
+    up_emulated "$n" "$bed" "$impair"
+  else
+    up_bridged "$n" "$bed" "$impair"
+  fi
+  trap - EXIT
 }
 
 run_on() {  # run_on HOST CMD...: enters the host's network namespace, then new UTS and mount namespaces
@@ -88,13 +141,14 @@ run_on() {  # run_on HOST CMD...: enters the host's network namespace, then new 
     hosts.sh "$host" "$shm_root/$bed/h$i" "$@"
 }
 
-gc() {
+gc() {  # gc [PID]: beds of a dead owner, or of PID
   local dir bed owner
   for dir in "$shm_root"/*/; do
     [ -d "$dir" ] || continue
     bed="$(basename "$dir")"
     owner="$(cat "$dir/owner" 2>/dev/null || echo 0)"
-    if [ "$owner" -gt 0 ] 2>/dev/null && ! kill -0 "$owner" 2>/dev/null; then down "$bed"; fi
+    [ "$owner" -gt 0 ] 2>/dev/null || continue
+    if [ "$owner" = "${1:-}" ] || ! kill -0 "$owner" 2>/dev/null; then down "$bed"; fi
   done
 }
 
@@ -105,16 +159,16 @@ case "$cmd" in
   check) check ;;
   up)
     n=${1:-}; shift || true
-    bed=loombed netem="" owner=$PPID
+    bed=loombed impair="" owner=$PPID
     while [ $# -gt 0 ]; do
       case "$1" in
         --bed) bed=$2; shift 2 ;;
-        --netem) netem=$2; shift 2 ;;
+        --impair) impair=$2; shift 2 ;;
         --owner) owner=$2; shift 2 ;;
         *) die "unknown argument $1" ;;
       esac
     done
-    up "$n" "$bed" "$netem" "$owner" ;;
+    up "$n" "$bed" "$impair" "$owner" ;;
   down)
     bed=loombed
     [ "${1:-}" = --bed ] && bed=$2
@@ -132,5 +186,6 @@ case "$cmd" in
   link) ip -n "$1" link set eth0 "$2" ;;
   addr) echo "$subnet.$(host_index "$1")" ;;
   gc) gc ;;
+  down-owner) gc "${1:?down-owner needs a pid}" ;;
   *) die "unknown command $cmd" ;;
 esac

@@ -237,8 +237,7 @@ void AsyncEngine::run() {
         if (!st.ok()) break;
         st = t->runner->checkBlockedPeers();
         if (st.ok() && t->work.timeoutMs > 0 && waiter.idleNs() > t->work.timeoutMs * 1000000)
-          st = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", t->runner->describeCurrent(),
-                           t->work.timeoutMs, t->runner->describeWaits());
+          st = stalledRunnerError(*t->runner, t->work.timeoutMs);
       }
     }
     if (!st.ok()) {

@@ -27,6 +27,8 @@ inline void cpuRelax() { __builtin_ia32_pause(); }
 
 constexpr int64_t kPureSpinNs = 5'000;  // past this, waiting ranks yield while they spin (a busy core may hold the peer)
 constexpr uint64_t kHealthCheckNs = 100'000'000;  // how often a stalled wait looks for dead peers
+// How long a timed-out rank listens for a peer's failure notice naming the root cause.
+constexpr int64_t kRootCauseGraceMs = 500;
 // A wait shorter than this with nothing to poll naps in ppoll rather than yielding the core.
 constexpr int64_t kPollOnlyNapUs = 1000;
 
@@ -283,6 +285,23 @@ void IdleWaiter::waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memory
   }
 }
 
+Status stalledRunnerError(PlanRunner& runner, int64_t timeoutMs) {
+  Status timeout = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", runner.describeCurrent(),
+                               timeoutMs, runner.describeWaits());
+  TransportSet& t = *runner.work().transports;
+  if (!t.hasNetPeers()) return timeout;  // memory peers see the failure in this rank's segment at once
+  t.markFailed(timeout.message(), true);
+  const Deadline grace = Deadline::afterMs(std::min<int64_t>(kRootCauseGraceMs, timeoutMs / 4 + 1));
+  while (!grace.expired()) {
+    if (Status cause = runner.checkBlockedPeers(); !cause.ok()) return cause;
+    WaitList waits;
+    runner.collectWaits(&waits);
+    const timespec ts{0, 5'000'000};
+    ::ppoll(waits.fds.data(), waits.fds.size(), &ts, nullptr);
+  }
+  return timeout;
+}
+
 Status executeWork(std::vector<CommWork>& work, int* failedComm) {
   *failedComm = -1;
   std::vector<PlanRunner> runners;
@@ -333,8 +352,7 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
         Status st = runners[i].checkBlockedPeers();
         int64_t timeoutMs = work[i].timeoutMs;
         if (st.ok() && !runners[i].done() && timeoutMs > 0 && waiter.idleNs() > timeoutMs * 1000000)
-          st = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", runners[i].describeCurrent(),
-                           timeoutMs, runners[i].describeWaits());
+          st = stalledRunnerError(runners[i], timeoutMs);
         if (!st.ok()) {
           *failedComm = static_cast<int>(i);
           return st;

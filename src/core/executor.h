@@ -145,6 +145,11 @@ class IdleWaiter {
   uint64_t lastProgress_ = 0;
 };
 
+// The error of a runner that made no progress for timeoutMs. Network peers hear of this rank's failure
+// at once; then, for a short grace, a failure notice from a peer this rank waits on wins: it names the
+// root cause (a rank that waits on a rank cut off by a dead link would otherwise name the wrong rank).
+Status stalledRunnerError(PlanRunner& runner, int64_t timeoutMs);
+
 // Runs every CommWork's plans to completion. On failure returns the first error, with the operation,
 // the communicator and the step that failed in its message; *failedComm says which CommWork (or -1).
 Status executeWork(std::vector<CommWork>& work, int* failedComm);

@@ -10,7 +10,7 @@ namespace loom::net::ucx {
 namespace {
 
 // How long closing an endpoint may take to push out what was sent before (a peer that is gone
-// cannot take it; the endpoint is then closed by force).
+// cannot take it).
 constexpr int64_t kCloseFlushMs = 500;
 
 // UCX needs no registration for tag messages in host memory; registering checks the kind only.
@@ -25,32 +25,38 @@ Status hostRegion(int pointerKind, MemoryRegion** region) {
 
 }  // namespace
 
-UcxLink::UcxLink(std::shared_ptr<UcxWorker> worker, uint64_t tag) : worker_(std::move(worker)), tag_(tag) {}
+UcxLink::UcxLink(std::shared_ptr<UcxWorker> worker, uint64_t tag, bool sending)
+    : worker_(std::move(worker)), tag_(tag), sending_(sending) {}
 
 UcxLink::~UcxLink() {
+  const bool clean = failure_ == UCS_OK && std::none_of(ops_.begin(), ops_.end(), [&](const Op& op) {
+    return op.inUse && !op.receive;
+  });
+  if (ep_ && sending_ && clean) {
+    // The receiver's pending receive learns that no message will come (as at a socket's end); the
+    // flush makes sure it, and every message before it, arrived before the endpoint goes.
+    ucp_request_param_t param{};
+    ucs_status_ptr_t bye = ucp_tag_send_nbx(ep_, nullptr, 0, tag_ | kGoodbyeBit, &param);
+    if (UCS_PTR_IS_PTR(bye)) ucp_request_free(bye);
+    ucs_status_ptr_t flush = ucp_ep_flush_nbx(ep_, &param);
+    const Deadline deadline = Deadline::afterMs(kCloseFlushMs);
+    while (UCS_PTR_IS_PTR(flush) && ucp_request_check_status(flush) == UCS_INPROGRESS && !deadline.expired())
+      worker_->progress();
+    if (UCS_PTR_IS_PTR(flush)) ucp_request_free(flush);  // released by UCX once it ends
+  }
   for (Op& op : ops_) {
     if (!op.inUse || !op.ucx) continue;
     ucp_request_cancel(worker_->worker(), op.ucx);
-    worker_->progress();
     ucp_request_free(op.ucx);
   }
   if (!ep_) return;
+  // Forced: what had to arrive was flushed above, and a peer that is gone cannot hold the close up.
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = failure_ == UCS_OK ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
   ucs_status_ptr_t close = ucp_ep_close_nbx(ep_, &param);
-  const Deadline deadline = Deadline::afterMs(kCloseFlushMs);
-  while (UCS_PTR_IS_PTR(close) && ucp_request_check_status(close) == UCS_INPROGRESS && !deadline.expired())
-    worker_->progress();
-  if (UCS_PTR_IS_PTR(close)) {
-    if (ucp_request_check_status(close) == UCS_INPROGRESS) {
-      ucp_request_free(close);
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      close = ucp_ep_close_nbx(ep_, &param);
-      while (UCS_PTR_IS_PTR(close) && ucp_request_check_status(close) == UCS_INPROGRESS) worker_->progress();
-    }
-    if (UCS_PTR_IS_PTR(close)) ucp_request_free(close);
-  }
+  while (UCS_PTR_IS_PTR(close) && ucp_request_check_status(close) == UCS_INPROGRESS) worker_->progress();
+  if (UCS_PTR_IS_PTR(close)) ucp_request_free(close);
 }
 
 void UcxLink::onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -107,7 +113,7 @@ Status UcxLink::receive(void* data, size_t bytes, Request** request) {
   // message's length is what tells a message from a failure notice.
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  return finish(*op, ucp_tag_recv_nbx(worker_->worker(), data, bytes, tag_, ~uint64_t{0}, &param), "ucp_tag_recv_nbx",
+  return finish(*op, ucp_tag_recv_nbx(worker_->worker(), data, bytes, tag_, ~kGoodbyeBit, &param), "ucp_tag_recv_nbx",
                 request);
 }
 
@@ -128,6 +134,8 @@ Status UcxLink::test(Request* request, bool* done, size_t* sizes) {
   }
   op.inUse = false;
   if (op.status != UCS_OK) return ucxError(op.receive ? "a receive" : "a send", op.status);
+  if (op.receive && (op.info.sender_tag & kGoodbyeBit))
+    return Status(loomRemoteError, "ucx: the connection was closed by the peer (did it exit or abort?)");
   if (sizes) *sizes = op.receive ? op.info.length : op.bytes;
   *done = true;
   return Status::Ok();

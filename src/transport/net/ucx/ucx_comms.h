@@ -15,10 +15,14 @@
 
 namespace loom::net::ucx {
 
+// The tag's lowest bit marks a sender's goodbye (sent when its comm closes), so that a receive waiting
+// for a message that will never come fails; tags are made with the bit clear.
+inline constexpr uint64_t kGoodbyeBit = 1;
+
 // What both comms have: the worker, the endpoint to the peer, the tag, the requests, the failure.
 class UcxLink {
  public:
-  UcxLink(std::shared_ptr<UcxWorker> worker, uint64_t tag);
+  UcxLink(std::shared_ptr<UcxWorker> worker, uint64_t tag, bool sending);
   ~UcxLink();
   UcxLink(const UcxLink&) = delete;
   UcxLink& operator=(const UcxLink&) = delete;
@@ -47,6 +51,7 @@ class UcxLink {
   uint64_t tag_;
   ucp_ep_h ep_ = nullptr;
   ucs_status_t failure_ = UCS_OK;  // set by UCX's error callback (during progress, on this thread)
+  bool sending_;                   // a send comm's link (only those say goodbye)
   std::array<Op, kMaxRequestsPerComm> ops_;
 };
 

@@ -74,7 +74,7 @@ Status UcxListenComm::create(std::shared_ptr<UcxWorker> worker, const SocketAddr
   LOOM_TRY(listenOn(bindAddress, &l->listener_, &h.outOfBand));
   l->worker_ = std::move(worker);
   l->secret_ = h.secret = random64();
-  l->tag_ = h.tag = random64();
+  l->tag_ = h.tag = random64() & ~kGoodbyeBit;
   handle->bytes.fill(0);
   std::memcpy(handle->bytes.data(), &h, sizeof h);
   *out = std::move(l);
@@ -131,7 +131,7 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
   bool sent = false;
   LOOM_TRY(sender_->flushOut(&sent));
   if (!sent) return Status::Ok();
-  auto link = std::make_unique<UcxLink>(worker_, tag_);
+  auto link = std::make_unique<UcxLink>(worker_, tag_, false);
   LOOM_TRY(link->connectTo(senderAddress_));
   *out = std::make_unique<UcxRecvComm>(std::move(link));
   listener_.close();
@@ -186,7 +186,7 @@ Status UcxConnector::step(std::unique_ptr<SendComm>* out) {
   LOOM_TRY(exchange_->readUpTo(sizeof reply + reply[1], &done));
   if (!done) return Status::Ok();
   std::vector<char> address(exchange_->received().begin() + sizeof reply, exchange_->received().end());
-  auto link = std::make_unique<UcxLink>(worker_, handle_.tag);
+  auto link = std::make_unique<UcxLink>(worker_, handle_.tag, true);
   LOOM_TRY(link->connectTo(address));
   *out = std::make_unique<UcxSendComm>(std::move(link));
   exchange_.reset();
