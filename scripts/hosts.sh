@@ -2,8 +2,9 @@
 # A test bed of simulated hosts on this machine, for the multi-host tests and benchmarks (root only).
 # Each host is a network namespace with its own interface eth0 (a veth pair to a bridge that lives in
 # a namespace of its own), and every command run on it also gets its own UTS namespace (the host's
-# name) and mount namespace (the host's own /dev/shm, and a /sys that shows its interfaces), so that
-# nothing tells the hosts apart from real ones but speed. Addresses exist only inside the bed.
+# name), IPC namespace and mount namespace (the host's own /dev/shm, a /sys that shows its interfaces, and an
+# /etc/hosts that names every host of the bed), so that nothing tells the hosts apart from real ones
+# but speed. Addresses exist only inside the bed; /tmp stays shared (a shared file system).
 #
 #   hosts.sh check                      exit 0 when namespaces can be made here; else print why, exit 2
 #   hosts.sh up N [--bed B] [--impair "delay 1ms loss 0.1%"]
@@ -23,7 +24,9 @@
 # beds left by a test that was killed.
 set -euo pipefail
 
-shm_root=/dev/shm/loom-beds
+# The beds' files (each host's /dev/shm, the hosts file) live on a tmpfs of their own, outside
+# /dev/shm, so that a command on one host can still reach another host's (mpiexec launching ranks).
+shm_root=/run/loom-beds
 subnet=192.168.77
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -114,14 +117,20 @@ up_emulated() {  # up_emulated N BED IMPAIR: the hosts' eth0 are TAP ports of th
 }
 
 up() {
-  local n=$1 bed=$2 impair=$3 owner=$4
+  local n=$1 bed=$2 impair=$3 owner=$4 i
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "host count must be 1..200"
   [[ "$bed" =~ ^[a-z][a-z0-9]{0,9}$ ]] || die "bed name must be 1-10 lowercase letters and digits"
   down "$bed"
   trap 'down "$bed"' EXIT  # whatever fails below (set -e, die) leaves nothing behind
+  mkdir -p "$shm_root"
+  mountpoint -q "$shm_root" || mount -t tmpfs -o mode=0755 loom-beds "$shm_root"
   mkdir -p "$shm_root/$bed"
   echo "$owner" > "$shm_root/$bed/owner"
   ip netns add "$bed-sw"
+  {
+    echo "127.0.0.1 localhost"
+    for ((i = 1; i <= n; i++)); do echo "$subnet.$i $bed-h$i"; done
+  } > "$shm_root/$bed/hosts"
   if [ -n "$impair" ] && ! netem_available; then
     up_emulated "$n" "$bed" "$impair"
   else
@@ -130,15 +139,19 @@ up() {
   trap - EXIT
 }
 
-run_on() {  # run_on HOST CMD...: enters the host's network namespace, then new UTS and mount namespaces
+# run_on HOST CMD...: enters the host's network namespace, then new UTS, IPC and mount namespaces. The IPC
+# namespace of its own is what tells UCX that processes on two hosts share no System V memory (it
+# would reach them through shared memory otherwise); the processes one command starts share it.
+run_on() {
   local host=$1; shift
   local i bed
   i="$(host_index "$host")"
   bed="$(host_bed "$host")"
   [ -e "/run/netns/$host" ] || die "no host $host (is the bed up?)"
-  exec nsenter --net="/run/netns/$host" -- unshare --uts --mount --propagation private -- \
-    sh -c 'hostname "$1" && mount --bind "$2" /dev/shm && mount -t sysfs sysfs /sys && shift 2 && exec "$@"' \
-    hosts.sh "$host" "$shm_root/$bed/h$i" "$@"
+  exec nsenter --net="/run/netns/$host" -- unshare --uts --ipc --mount --propagation private -- \
+    sh -c 'hostname "$1" && mount --bind "$3" /etc/hosts && mount --bind "$2" /dev/shm && mount -t sysfs sysfs /sys &&
+           shift 3 && exec "$@"' \
+    hosts.sh "$host" "$shm_root/$bed/h$i" "$shm_root/$bed/hosts" "$@"
 }
 
 gc() {  # gc [PID]: beds of a dead owner, or of PID

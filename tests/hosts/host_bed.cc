@@ -94,10 +94,12 @@ std::string HostBed::enter(int host) const {
   const int joined = setns(fd, CLONE_NEWNET);
   close(fd);
   if (joined != 0) return errnoText("setns(net)");
-  if (unshare(CLONE_NEWUTS | CLONE_NEWNS) != 0) return errnoText("unshare(uts, mount)");
+  if (unshare(CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNS) != 0) return errnoText("unshare(uts, ipc, mount)");
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errnoText("mount --make-rprivate /");
   if (sethostname(name.c_str(), name.size()) != 0) return errnoText("sethostname");
-  const std::string shm = "/dev/shm/loom-beds/" + bed_ + "/h" + std::to_string(host + 1);
+  const std::string hosts = "/run/loom-beds/" + bed_ + "/hosts";
+  if (mount(hosts.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) != 0) return errnoText("bind the bed's /etc/hosts");
+  const std::string shm = "/run/loom-beds/" + bed_ + "/h" + std::to_string(host + 1);
   if (mount(shm.c_str(), "/dev/shm", nullptr, MS_BIND, nullptr) != 0) return errnoText("bind the host's /dev/shm");
   if (mount("sysfs", "/sys", "sysfs", 0, nullptr) != 0) return errnoText("mount the host's /sys");
   return "";

@@ -1,7 +1,7 @@
 // The multi-host test bed from a test's side: scripts/hosts.sh makes the hosts (network namespaces
 // joined by a bridge), and a forked rank becomes one of them with enter(): the host's network
-// namespace, then UTS and mount namespaces of its own with the host's name, the host's /dev/shm and a
-// /sys of its network namespace, as `hosts.sh exec` does. The bed is taken down when the object goes,
+// namespace, then UTS, IPC and mount namespaces of its own with the host's name, the host's /dev/shm and a
+// /sys of its network namespace and the bed's /etc/hosts, as `hosts.sh exec` does. The bed is taken down when the object goes,
 // when the test binary is stopped by a signal, and beds of test binaries that died are collected when
 // the next one starts.
 #pragma once
