@@ -1,5 +1,7 @@
 #include "transport/net/socket/socket_link.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -22,8 +24,13 @@ bool wouldBlock() { return errno == EAGAIN || errno == EWOULDBLOCK; }
 
 }  // namespace
 
+namespace {
+constexpr size_t kControlReadAhead = 64 << 10;
+}
+
 SocketLink::SocketLink(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams, bool sending)
     : shared_(std::move(shared)), control_(std::move(control)), sending_(sending) {
+  if (!sending) controlIn_.resize(kControlReadAhead);
   const int nthreads = shared_->config.nthreads;
   for (size_t i = 0; i < streams.size(); ++i) {
     streams_.push_back(std::make_shared<DataStream>(std::move(streams[i]), sending));
@@ -78,7 +85,8 @@ Status SocketLink::post(char* data, size_t bytes, Request** request) {
   if (sending_ && bytes > shared_->config.inlineBytes) queuePieces(m);
   controlQueue_.push_back(&m);
   *request = reinterpret_cast<Request*>(&m);
-  return progress();
+  // A send leaves at once; a receive is looked for when it is tested (no system call in vain here).
+  return sending_ ? progress() : Status::Ok();
 }
 
 Status SocketLink::moveControlSend(Message& m, bool* finished) {
@@ -112,48 +120,75 @@ Status SocketLink::moveControlSend(Message& m, bool* finished) {
   return Status::Ok();
 }
 
+Status SocketLink::fillControl(bool* got, bool* closed) {
+  *got = *closed = false;
+  if (controlInBegin_ == controlInEnd_) controlInBegin_ = controlInEnd_ = 0;
+  if (controlInEnd_ == controlIn_.size()) return Status::Ok();  // full: the messages must take some first
+  for (;;) {
+    const ssize_t r = ::recv(control_.fd(), controlIn_.data() + controlInEnd_, controlIn_.size() - controlInEnd_, MSG_DONTWAIT);
+    if (r > 0) {
+      controlInEnd_ += static_cast<size_t>(r);
+      *got = true;
+      // Nothing ever travels back on this connection to carry the acknowledgement: let the kernel
+      // delay it (and fold several into one) rather than send one per message (the kernel turns
+      // quick acknowledgements back on now and then, so this is said after every read).
+      int quick = 0;
+      setsockopt(control_.fd(), IPPROTO_TCP, TCP_QUICKACK, &quick, sizeof quick);
+      return Status::Ok();
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && wouldBlock()) return Status::Ok();
+    if (r == 0) {
+      *closed = true;
+      return Status::Ok();
+    }
+    return controlError(r);
+  }
+}
+
 Status SocketLink::moveControlRecv(Message& m, bool* finished) {
   *finished = false;
-  while (m.controlMoved < kHeaderBytes) {
-    const ssize_t r = ::recv(control_.fd(), reinterpret_cast<char*>(&m.header) + m.controlMoved,
-                             kHeaderBytes - m.controlMoved, MSG_DONTWAIT);
-    if (r == 0 && m.controlMoved == 0) {
-      // The sender is done with this connection: what it sent before still completes; only receives
-      // that wait for another message fail (test()).
-      peerClosed_ = true;
-      return Status::Ok();
-    }
-    if (r > 0) {
-      m.controlMoved += static_cast<size_t>(r);
-      if (m.controlMoved < kHeaderBytes) continue;
-      if (m.header > m.capacity)
-        return errorStatus(loomRemoteError, "a message of {} bytes arrived for a receive of {} bytes", m.header,
-                           m.capacity);
-      if (m.header > shared_->config.inlineBytes) {
-        queuePieces(m);
-        *finished = true;
+  for (;;) {
+    const bool headerDone = m.controlMoved >= kHeaderBytes;
+    // Bytes this message still takes from the control stream: its header, then an inline payload.
+    const size_t need = !headerDone ? kHeaderBytes - m.controlMoved : kHeaderBytes + m.header - m.controlMoved;
+    if (need == 0) break;
+    const size_t buffered = controlInEnd_ - controlInBegin_;
+    if (buffered == 0) {
+      // A large inline payload goes straight to its buffer rather than through ours.
+      if (headerDone && need >= controlIn_.size()) {
+        const ssize_t r = ::recv(control_.fd(), m.data + (m.controlMoved - kHeaderBytes), need, MSG_DONTWAIT);
+        if (r > 0) {
+          m.controlMoved += static_cast<size_t>(r);
+          continue;
+        }
+        if (r < 0 && (errno == EINTR || wouldBlock())) return Status::Ok();
+        return controlError(r);
+      }
+      bool got = false, closed = false;
+      LOOM_TRY(fillControl(&got, &closed));
+      if (closed && m.controlMoved == 0) {
+        // The sender is done with this connection: what it sent before still completes; only
+        // receives that wait for another message fail (test()).
+        peerClosed_ = true;
         return Status::Ok();
       }
-    } else if (r < 0 && errno == EINTR) {
+      if (closed) return controlError(0);
+      if (!got) return Status::Ok();
       continue;
-    } else if (r < 0 && wouldBlock()) {
-      return Status::Ok();
-    } else {
-      return controlError(r);
     }
-  }
-  const size_t total = kHeaderBytes + m.header;
-  while (m.controlMoved < total) {
-    const size_t done = m.controlMoved - kHeaderBytes;
-    const ssize_t r = ::recv(control_.fd(), m.data + done, m.header - done, MSG_DONTWAIT);
-    if (r > 0) {
-      m.controlMoved += static_cast<size_t>(r);
-    } else if (r < 0 && errno == EINTR) {
-      continue;
-    } else if (r < 0 && wouldBlock()) {
-      return Status::Ok();
-    } else {
-      return controlError(r);
+    const size_t take = std::min(buffered, need);
+    char* to = headerDone ? m.data + (m.controlMoved - kHeaderBytes) : reinterpret_cast<char*>(&m.header) + m.controlMoved;
+    std::memcpy(to, controlIn_.data() + controlInBegin_, take);
+    controlInBegin_ += take;
+    m.controlMoved += take;
+    if (m.controlMoved != kHeaderBytes) continue;
+    if (m.header > m.capacity)
+      return errorStatus(loomRemoteError, "a message of {} bytes arrived for a receive of {} bytes", m.header,
+                         m.capacity);
+    if (m.header > shared_->config.inlineBytes) {
+      queuePieces(m);  // the payload comes on the data streams
+      break;
     }
   }
   *finished = true;

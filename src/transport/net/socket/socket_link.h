@@ -3,7 +3,8 @@
 // larger ones are cut into pieces of at least kMinPieceBytes spread over the data streams (each
 // message continues on the stream after the one the previous message ended on; both sides compute the
 // same split from the size). The control stream is moved by the comm's driving thread (a small message
-// costs no thread hop); data streams by helper threads, or by the driving thread when there are none.
+// costs no thread hop, and the receiver reads its stream ahead, so that a header and its message take
+// one system call); data streams by helper threads, or by the driving thread when there are none.
 #pragma once
 
 #include <array>
@@ -61,6 +62,9 @@ class SocketLink {
   Status progress();
   Status moveControlSend(Message& m, bool* finished);
   Status moveControlRecv(Message& m, bool* finished);
+  // Receive side: reads what the control stream holds (up to the buffer's size) in one call; false
+  // when nothing came (*closed: the sender ended the stream).
+  Status fillControl(bool* got, bool* closed);
   // Cuts a message into pieces on the data streams and hands them to whoever moves them.
   void queuePieces(Message& m);
   Status streamFailure() const;
@@ -74,6 +78,10 @@ class SocketLink {
   std::deque<Message*> controlQueue_;  // posted, not through the control stream yet, in order
   uint32_t nextStream_ = 0;
   bool peerClosed_ = false;  // receive: the sender closed the control stream between two messages
+  // Receive side: bytes read from the control stream ahead of the messages that take them (headers
+  // and small messages arrive together: one system call for several).
+  std::vector<char> controlIn_;
+  size_t controlInBegin_ = 0, controlInEnd_ = 0;
   Status broken_;
 };
 
