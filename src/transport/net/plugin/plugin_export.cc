@@ -5,6 +5,7 @@
 //
 // Plugins before v11 have one process-wide state (their init is global, as in NCCL); v11+ get a
 // provider per init context.
+#include <array>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -35,10 +36,29 @@ abi::Logger logger = nullptr;
 std::mutex globalMutex;
 std::unique_ptr<Context> global;  // v8..v10
 
-// Requests carry their comm: the ABI's test() gets the request alone.
+// What a plugin comm handle points to: the comm and its requests. A request carries its comm (the
+// ABI's test() gets the request alone); they live with the comm, so requests still outstanding when
+// the comm closes go with it.
+struct ExportedComm;
 struct ExportedRequest {
-  Comm* comm;
-  Request* request;
+  ExportedComm* owner = nullptr;
+  Request* request = nullptr;  // null: free
+};
+struct ExportedComm {
+  explicit ExportedComm(std::unique_ptr<Comm> c) : comm(std::move(c)) {
+    for (ExportedRequest& r : requests) r.owner = this;
+  }
+  ExportedRequest* wrap(Request* request) {
+    if (!request) return nullptr;
+    for (ExportedRequest& r : requests)
+      if (!r.request) {
+        r.request = request;
+        return &r;
+      }
+    return nullptr;  // unreachable: the comm refuses more requests than it has
+  }
+  std::unique_ptr<Comm> comm;
+  std::array<ExportedRequest, kMaxRequestsPerComm> requests;
 };
 
 abi::Result fail(const Status& st) {
@@ -156,7 +176,7 @@ abi::Result connect(void* ctx, int dev, void* handle, void** sendComm) {
   Status st = contextOf(ctx)->provider->connect(dev, &h, &comm);
   std::memcpy(handle, h.bytes.data(), abi::kHandleBytes);  // the connect's progress lives in the handle
   if (!st.ok()) return fail(st);
-  *sendComm = comm ? static_cast<Comm*>(comm.release()) : nullptr;
+  *sendComm = comm ? new ExportedComm(std::move(comm)) : nullptr;
   return abi::kSuccess;
 }
 
@@ -164,37 +184,39 @@ abi::Result accept(void* listenComm, void** recvComm, abi::DeviceHandle** device
   (void)deviceComm;
   std::unique_ptr<RecvComm> comm;
   if (Status st = static_cast<ListenComm*>(listenComm)->accept(&comm); !st.ok()) return fail(st);
-  *recvComm = comm ? static_cast<Comm*>(comm.release()) : nullptr;
+  *recvComm = comm ? new ExportedComm(std::move(comm)) : nullptr;
   return abi::kSuccess;
 }
 
 abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   MemoryRegion* region = nullptr;
-  if (Status st = static_cast<Comm*>(comm)->registerMemory(data, size, type, &region); !st.ok()) return fail(st);
+  if (Status st = static_cast<ExportedComm*>(comm)->comm->registerMemory(data, size, type, &region); !st.ok())
+    return fail(st);
   *mhandle = region;
   return abi::kSuccess;
 }
 
 abi::Result deregMr(void* comm, void* mhandle) {
-  Status st = static_cast<Comm*>(comm)->deregisterMemory(static_cast<MemoryRegion*>(mhandle));
+  Status st = static_cast<ExportedComm*>(comm)->comm->deregisterMemory(static_cast<MemoryRegion*>(mhandle));
   return st.ok() ? abi::kSuccess : fail(st);
 }
 
 abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) {
-  Comm* comm = static_cast<Comm*>(sendComm);
+  auto* comm = static_cast<ExportedComm*>(sendComm);
   Request* r = nullptr;
-  Status st = static_cast<SendComm*>(comm)->isend(data, size, tag, static_cast<MemoryRegion*>(mhandle), &r);
+  Status st = static_cast<SendComm*>(comm->comm.get())->isend(data, size, tag, static_cast<MemoryRegion*>(mhandle), &r);
   if (!st.ok()) return fail(st);
-  *request = r ? new ExportedRequest{comm, r} : nullptr;
+  *request = comm->wrap(r);
   return abi::kSuccess;
 }
 
 abi::Result irecv(void* recvComm, int n, void** data, const size_t* sizes, int* tags, void** mhandles, void** request) {
-  Comm* comm = static_cast<Comm*>(recvComm);
+  auto* comm = static_cast<ExportedComm*>(recvComm);
   Request* r = nullptr;
-  Status st = static_cast<RecvComm*>(comm)->irecv(n, data, sizes, tags, reinterpret_cast<MemoryRegion* const*>(mhandles), &r);
+  Status st = static_cast<RecvComm*>(comm->comm.get())->irecv(n, data, sizes, tags,
+                                                              reinterpret_cast<MemoryRegion* const*>(mhandles), &r);
   if (!st.ok()) return fail(st);
-  *request = r ? new ExportedRequest{comm, r} : nullptr;
+  *request = comm->wrap(r);
   return abi::kSuccess;
 }
 
@@ -208,18 +230,18 @@ abi::Result test(void* request, int* done, int* sizes) {
   auto* r = static_cast<ExportedRequest*>(request);
   bool finished = false;
   size_t size = 0;
-  Status st = r->comm->test(r->request, &finished, &size);
+  Status st = r->owner->comm->test(r->request, &finished, &size);
   if (!st.ok()) return fail(st);
   *done = finished ? 1 : 0;
   if (finished) {
     if (sizes) *sizes = static_cast<int>(size);
-    delete r;
+    r->request = nullptr;
   }
   return abi::kSuccess;
 }
 
 abi::Result closeComm(void* comm) {
-  delete static_cast<Comm*>(comm);
+  delete static_cast<ExportedComm*>(comm);
   return abi::kSuccess;
 }
 
