@@ -41,7 +41,10 @@ std::string useProvider() {
   const char* which = std::getenv("LOOM_TEST_NET");
   const std::string net = which ? which : "socket";
   if (net == "socket") {
+    // Helper threads and several data streams here; the plugin runs cover the defaults (none, one).
     setenv("LOOM_NET", "socket", 1);
+    setenv("LOOM_SOCKET_NTHREADS", "2", 1);
+    setenv("LOOM_NSOCKS_PERTHREAD", "2", 1);
   } else if (net == "ucx") {
     setenv("LOOM_NET", "ucx", 1);
     // UCX would reach the other namespaces of this kernel through shared memory (ucx_worker.h).

@@ -47,7 +47,9 @@ std::string pciPathOf(const std::string& nic) {
 
 Status readSocketConfig(SocketConfig* out) {
   SocketConfig c;
-  c.nthreads = static_cast<int>(envInt("LOOM_SOCKET_NTHREADS", 2));
+  // Measured on the 2-core test bed (docs/PERFORMANCE.md): with no core to spare, helper threads only
+  // take turns with the ranks; hosts with cores (and NICs) to spare set more.
+  c.nthreads = static_cast<int>(envInt("LOOM_SOCKET_NTHREADS", 0));
   c.nsocksPerThread = static_cast<int>(envInt("LOOM_NSOCKS_PERTHREAD", 1));
   c.inlineBytes = static_cast<size_t>(envInt("LOOM_SOCKET_INLINE", kMinPieceBytes - 1));
   c.bufferBytes = static_cast<int>(envInt("LOOM_SOCKET_BUFFER", 0));

@@ -1,7 +1,9 @@
 // The socket provider: TCP with NCCL's design (socket_link.h). Devices are the host's network
 // interfaces that are up (loopback last). Settings, read when the provider is made:
-//   LOOM_SOCKET_NTHREADS   helper threads per provider (0..16; 0: the driving thread moves everything)
-//   LOOM_NSOCKS_PERTHREAD  data streams per helper thread and connection (1..64; threads x socks <= 64)
+//   LOOM_SOCKET_NTHREADS   helper threads per provider (0..16; default 0: the driving thread moves
+//                          everything, which is best where ranks have no core to spare)
+//   LOOM_NSOCKS_PERTHREAD  data streams per helper thread (or in all, without helpers) and connection
+//                          (1..64; threads x socks <= 64; default 1)
 //   LOOM_SOCKET_INLINE     messages up to this size travel on the control stream
 //   LOOM_SOCKET_BUFFER     SO_SNDBUF/SO_RCVBUF of every stream (0: the kernel's autotuning)
 #pragma once
