@@ -9,30 +9,16 @@
 #include <thread>
 #include <vector>
 
+#include "../api/harness.h"
 #include "loom.h"
+#include "plugin_files.h"
 #include "transport/net/plugin/plugin_loader.h"
 #include "transport/net/provider_choice.h"
 
 namespace loom::net {
 namespace {
 
-std::string pluginFile(int version) {
-  const char* dir = std::getenv("LOOM_TEST_PLUGIN_DIR");
-  return std::string(dir ? dir : ".") + "/libnccl-net-loomsock-v" + std::to_string(version) + ".so";
-}
-
-class Env {
- public:
-  Env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~Env() { had_ ? setenv(name_.c_str(), old_.c_str(), 1) : unsetenv(name_.c_str()); }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using Env = loomtest::ScopedEnv;
 
 TEST(ProviderChoice, NamedProviders) {
   std::unique_ptr<Provider> p;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "plugin_files.h"
 #include "base/socket.h"
 #include "transport/net/net_setup.h"
 #include "transport/net/plugin/plugin_provider.h"
@@ -29,11 +30,6 @@
 
 namespace loom::net {
 namespace {
-
-std::string pluginFile(int version) {
-  const char* dir = std::getenv("LOOM_TEST_PLUGIN_DIR");
-  return std::string(dir ? dir : ".") + "/libnccl-net-loomsock-v" + std::to_string(version) + ".so";
-}
 
 struct ProviderCase {
   std::string label;

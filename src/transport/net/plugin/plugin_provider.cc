@@ -19,10 +19,11 @@ Status check(PluginCalls& calls, const char* call, abi::Result r) {
   return r == abi::kSuccess ? Status::Ok() : pluginError(calls.name(), call, r);
 }
 
-class PluginSendComm final : public SendComm {
+// What a plugin's send and receive comms share: the plugin's calls on one comm handle.
+template <typename Base>
+class PluginComm : public Base {
  public:
-  PluginSendComm(PluginCalls* calls, void* comm) : calls_(calls), comm_(comm) {}
-  ~PluginSendComm() override { (void)calls_->closeSend(comm_); }
+  PluginComm(PluginCalls* calls, void* comm) : calls_(calls), comm_(comm) {}
   Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override {
     void* mh = nullptr;
     LOOM_TRY(check(*calls_, "regMr", calls_->regMr(comm_, data, bytes, pointerKind, &mh)));
@@ -32,6 +33,17 @@ class PluginSendComm final : public SendComm {
   Status deregisterMemory(MemoryRegion* region) override {
     return check(*calls_, "deregMr", calls_->deregMr(comm_, region));
   }
+  void addWaits(WaitList* waits) override { waits->capSleep(kPluginNapUs); }
+
+ protected:
+  PluginCalls* calls_;
+  void* comm_;
+};
+
+class PluginSendComm final : public PluginComm<SendComm> {
+ public:
+  using PluginComm::PluginComm;
+  ~PluginSendComm() override { (void)calls_->closeSend(comm_); }
   Status test(Request* request, bool* done, size_t* sizes) override {
     int finished = 0, size = 0;
     LOOM_TRY(check(*calls_, "test", calls_->test(request, &finished, &size)));
@@ -39,32 +51,18 @@ class PluginSendComm final : public SendComm {
     if (*done && sizes) *sizes = static_cast<size_t>(size);
     return Status::Ok();
   }
-  void addWaits(WaitList* waits) override { waits->capSleep(kPluginNapUs); }
   Status isend(const void* data, size_t bytes, int tag, MemoryRegion* region, Request** request) override {
     void* r = nullptr;
     LOOM_TRY(check(*calls_, "isend", calls_->isend(comm_, const_cast<void*>(data), bytes, tag, region, &r)));
     *request = static_cast<Request*>(r);
     return Status::Ok();
   }
-
- private:
-  PluginCalls* calls_;
-  void* comm_;
 };
 
-class PluginRecvComm final : public RecvComm {
+class PluginRecvComm final : public PluginComm<RecvComm> {
  public:
-  PluginRecvComm(PluginCalls* calls, void* comm) : calls_(calls), comm_(comm) {}
+  using PluginComm::PluginComm;
   ~PluginRecvComm() override { (void)calls_->closeRecv(comm_); }
-  Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override {
-    void* mh = nullptr;
-    LOOM_TRY(check(*calls_, "regMr", calls_->regMr(comm_, data, bytes, pointerKind, &mh)));
-    *region = reinterpret_cast<MemoryRegion*>(mh);
-    return Status::Ok();
-  }
-  Status deregisterMemory(MemoryRegion* region) override {
-    return check(*calls_, "deregMr", calls_->deregMr(comm_, region));
-  }
   Status test(Request* request, bool* done, size_t* sizes) override {
     int finished = 0, size[kMaxBuffers] = {};
     LOOM_TRY(check(*calls_, "test", calls_->test(request, &finished, size)));
@@ -77,7 +75,6 @@ class PluginRecvComm final : public RecvComm {
     }
     return Status::Ok();
   }
-  void addWaits(WaitList* waits) override { waits->capSleep(kPluginNapUs); }
   Status irecv(int n, void* const* data, const size_t* sizes, const int* tags, MemoryRegion* const* regions,
                Request** request) override {
     *request = nullptr;
@@ -109,8 +106,6 @@ class PluginRecvComm final : public RecvComm {
 
  private:
   static constexpr int kMaxBuffers = 8;
-  PluginCalls* calls_;
-  void* comm_;
   std::unordered_map<Request*, int> buffers_;  // multi-buffer receives in flight
 };
 

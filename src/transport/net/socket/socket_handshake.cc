@@ -6,26 +6,14 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
 
-#include "base/clock.h"
 #include "base/log.h"
+#include "transport/net/handshake.h"
 #include "transport/net/socket/socket_comms.h"
 
 namespace loom::net::socket {
 
 namespace {
-
-// Strangers that connect and say nothing are kept only this many at a time (oldest dropped first).
-constexpr size_t kMaxPendingStrangers = 64;
-constexpr uint64_t kConnectRetryNs = 20'000'000;
-
-uint64_t randomSecret() {
-  std::random_device random;
-  uint64_t s = 0;
-  while (s == 0) s = (uint64_t{random()} << 32) ^ random();
-  return s;
-}
 
 std::string peerName(int fd) {
   sockaddr_storage ss{};
@@ -66,7 +54,7 @@ Status SocketListenComm::create(std::shared_ptr<SocketShared> shared, const Sock
   LOOM_TRY(listenOn(bind, &l->listener_, &h.address));
   tuneStream(l->listener_.fd(), shared->config);  // accepted sockets inherit the buffer sizes
   l->shared_ = std::move(shared);
-  l->secret_ = h.secret = randomSecret();
+  l->secret_ = h.secret = randomNonZero64();
   l->nstreams_ = h.nstreams = static_cast<uint32_t>(l->shared_->config.streams());
   l->streams_.resize(l->nstreams_);
   handle->bytes.fill(0);
@@ -102,16 +90,11 @@ void SocketListenComm::readHello(Pending& p, bool* keep) {
 }
 
 Status SocketListenComm::accept(std::unique_ptr<RecvComm>* out) {
-  for (;;) {
-    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
-      return systemError("accept on the socket provider's port: {}", std::strerror(errno));
-    }
-    tuneStream(fd, shared_->config);
+  LOOM_TRY(acceptWaiting(listener_, "socket provider", [&](Socket s) {
+    tuneStream(s.fd(), shared_->config);
     if (pending_.size() >= kMaxPendingStrangers) pending_.pop_front();
-    pending_.push_back(Pending{Socket(fd), Hello{}, 0});
-  }
+    pending_.push_back(Pending{std::move(s), Hello{}, 0});
+  }));
   for (auto it = pending_.begin(); it != pending_.end();) {
     bool keep = true;
     readHello(*it, &keep);
@@ -135,34 +118,12 @@ SocketConnector::SocketConnector(std::shared_ptr<SocketShared> shared, const Soc
 
 Status SocketConnector::stepStream(Stream& s, bool* done) {
   *done = false;
-  if (!s.socket.valid()) {
-    if (nowNs() < s.retryAtNs) return Status::Ok();
-    Socket fresh(::socket(handle_.address.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!fresh.valid()) return systemError("socket: {}", std::strerror(errno));
-    tuneStream(fresh.fd(), shared_->config);
-    socklen_t len = 0;
-    sockaddr_storage ss = handle_.address.toSockaddr(&len);
-    if (::connect(fresh.fd(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
-      return errorStatus(loomRemoteError, "connect to {}: {}", handle_.address.toString(), std::strerror(errno));
-    s.socket = std::move(fresh);
-  }
-  if (!s.connected) {
-    pollfd p{s.socket.fd(), POLLOUT, 0};
-    if (::poll(&p, 1, 0) <= 0) return Status::Ok();
-    int err = 0;
-    socklen_t len = sizeof err;
-    getsockopt(s.socket.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err == ECONNREFUSED || err == ETIMEDOUT || err == ECONNRESET || err == EHOSTUNREACH || err == ENETUNREACH) {
-      // The receiver's side may not listen yet; the caller's deadline bounds the retries.
-      s.socket.close();
-      s.retryAtNs = nowNs() + kConnectRetryNs;
-      return Status::Ok();
-    }
-    if (err != 0) return errorStatus(loomRemoteError, "connect to {}: {}", handle_.address.toString(), std::strerror(err));
-    s.connected = true;
-  }
+  bool connected = false;
+  LOOM_TRY(s.connect.step(handle_.address, [&](int fd) { tuneStream(fd, shared_->config); }, &connected));
+  if (!connected) return Status::Ok();
+  const int fd = s.connect.socket().fd();
   while (s.sent < sizeof s.hello) {
-    const ssize_t w = ::send(s.socket.fd(), reinterpret_cast<const char*>(&s.hello) + s.sent, sizeof s.hello - s.sent,
+    const ssize_t w = ::send(fd, reinterpret_cast<const char*>(&s.hello) + s.sent, sizeof s.hello - s.sent,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w > 0) {
       s.sent += static_cast<size_t>(w);
@@ -188,8 +149,8 @@ Status SocketConnector::step(bool* done) {
 
 std::unique_ptr<SendComm> SocketConnector::finish() {
   std::vector<Socket> data;
-  for (size_t i = 1; i < streams_.size(); ++i) data.push_back(std::move(streams_[i].socket));
-  return std::make_unique<SocketSendComm>(shared_, std::move(streams_[0].socket), std::move(data));
+  for (size_t i = 1; i < streams_.size(); ++i) data.push_back(std::move(streams_[i].connect.socket()));
+  return std::make_unique<SocketSendComm>(shared_, std::move(streams_[0].connect.socket()), std::move(data));
 }
 
 }  // namespace loom::net::socket

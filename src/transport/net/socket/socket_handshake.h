@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/socket.h"
+#include "transport/net/handshake.h"
 #include "transport/net/provider.h"
 #include "transport/net/socket/socket_link.h"
 
@@ -80,11 +81,9 @@ class SocketConnector {
 
  private:
   struct Stream {
-    Socket socket;
-    bool connected = false;
+    NonBlockingConnect connect;
     Hello hello;
     size_t sent = 0;
-    uint64_t retryAtNs = 0;
   };
   Status stepStream(Stream& s, bool* done);
 

@@ -5,27 +5,12 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
 
-#include "base/clock.h"
 #include "base/log.h"
+#include "transport/net/handshake.h"
 #include "transport/net/ucx/ucx_comms.h"
 
 namespace loom::net::ucx {
-
-namespace {
-
-constexpr size_t kMaxPendingStrangers = 64;
-constexpr uint64_t kConnectRetryNs = 20'000'000;
-
-uint64_t random64() {
-  std::random_device random;
-  uint64_t v = 0;
-  while (v == 0) v = (uint64_t{random()} << 32) ^ random();
-  return v;
-}
-
-}  // namespace
 
 void Exchange::queue(const void* data, size_t bytes) {
   const char* p = static_cast<const char*>(data);
@@ -73,8 +58,8 @@ Status UcxListenComm::create(std::shared_ptr<UcxWorker> worker, const SocketAddr
   UcxHandle h;
   LOOM_TRY(listenOn(bindAddress, &l->listener_, &h.outOfBand));
   l->worker_ = std::move(worker);
-  l->secret_ = h.secret = random64();
-  l->tag_ = h.tag = random64() & ~kGoodbyeBit;
+  l->secret_ = h.secret = randomNonZero64();
+  l->tag_ = h.tag = randomNonZero64() & ~kGoodbyeBit;
   handle->bytes.fill(0);
   std::memcpy(handle->bytes.data(), &h, sizeof h);
   *out = std::move(l);
@@ -107,15 +92,10 @@ void UcxListenComm::step(Exchange& e, bool* keep, bool* taken) {
 }
 
 Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
-  for (;;) {
-    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
-      return systemError("ucx handshake: accept: {}", std::strerror(errno));
-    }
+  LOOM_TRY(acceptWaiting(listener_, "ucx handshake", [&](Socket s) {
     if (pending_.size() >= kMaxPendingStrangers) pending_.pop_front();
-    pending_.emplace_back(Socket(fd));
-  }
+    pending_.emplace_back(std::move(s));
+  }));
   for (auto it = pending_.begin(); !sender_ && it != pending_.end();) {
     bool keep = true, taken = false;
     step(*it, &keep, &taken);
@@ -142,36 +122,16 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
 // ---- sender --------------------------------------------------------------------------------------
 
 Status UcxConnector::step(std::unique_ptr<SendComm>* out) {
+  bool connected = false;
+  LOOM_TRY(connect_.step(handle_.outOfBand, nullptr, &connected));
+  if (!connected) return Status::Ok();
   if (!exchange_) {
-    if (nowNs() < retryAtNs_) return Status::Ok();
-    Socket s(::socket(handle_.outOfBand.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!s.valid()) return systemError("socket: {}", std::strerror(errno));
-    socklen_t len = 0;
-    sockaddr_storage ss = handle_.outOfBand.toSockaddr(&len);
-    if (::connect(s.fd(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
-      return errorStatus(loomRemoteError, "ucx handshake: connect to {}: {}", handle_.outOfBand.toString(),
-                         std::strerror(errno));
-    exchange_ = std::make_unique<Exchange>(std::move(s));
+    exchange_ = std::make_unique<Exchange>(std::move(connect_.socket()));
     UcxHello hello;
     hello.secret = handle_.secret;
     hello.addressBytes = static_cast<uint32_t>(worker_->address().size());
     exchange_->queue(&hello, sizeof hello);
     exchange_->queue(worker_->address().data(), worker_->address().size());
-  }
-  if (!connected_) {
-    pollfd p{exchange_->socket().fd(), POLLOUT, 0};
-    if (::poll(&p, 1, 0) <= 0) return Status::Ok();
-    int err = 0;
-    socklen_t len = sizeof err;
-    getsockopt(exchange_->socket().fd(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH) {
-      exchange_.reset();
-      retryAtNs_ = nowNs() + kConnectRetryNs;
-      return Status::Ok();
-    }
-    if (err != 0)
-      return errorStatus(loomRemoteError, "ucx handshake: connect to {}: {}", handle_.outOfBand.toString(), std::strerror(err));
-    connected_ = true;
   }
   bool done = false;
   LOOM_TRY(exchange_->flushOut(&done));

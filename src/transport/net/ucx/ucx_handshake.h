@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/socket.h"
+#include "transport/net/handshake.h"
 #include "transport/net/provider.h"
 #include "transport/net/ucx/ucx_worker.h"
 
@@ -82,9 +83,8 @@ class UcxConnector {
  private:
   std::shared_ptr<UcxWorker> worker_;
   UcxHandle handle_;
+  NonBlockingConnect connect_;
   std::unique_ptr<Exchange> exchange_;
-  bool connected_ = false;
-  uint64_t retryAtNs_ = 0;
 };
 
 }  // namespace loom::net::ucx
