@@ -13,39 +13,38 @@ namespace loom::net::socket {
 
 Status registerHostOnly(void* data, size_t bytes, int pointerKind, MemoryRegion** region);
 
-class SocketSendComm final : public SendComm {
+// What both directions share: one SocketLink behind the Comm calls.
+template <typename Base>
+class SocketComm : public Base {
  public:
-  SocketSendComm(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams)
-      : link_(std::move(shared), std::move(control), std::move(streams), true) {}
+  SocketComm(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams, bool sending)
+      : link_(std::move(shared), std::move(control), std::move(streams), sending) {}
   Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override {
     return registerHostOnly(data, bytes, pointerKind, region);
   }
   Status deregisterMemory(MemoryRegion*) override { return Status::Ok(); }
   Status test(Request* request, bool* done, size_t* sizes) override { return link_.test(request, done, sizes); }
   void addWaits(WaitList* waits) override { link_.addWaits(waits); }
-  Status isend(const void* data, size_t bytes, int tag, MemoryRegion* region, Request** request) override;
 
- private:
+ protected:
   SocketLink link_;
 };
 
-class SocketRecvComm final : public RecvComm {
+class SocketSendComm final : public SocketComm<SendComm> {
+ public:
+  SocketSendComm(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams)
+      : SocketComm(std::move(shared), std::move(control), std::move(streams), true) {}
+  Status isend(const void* data, size_t bytes, int tag, MemoryRegion* region, Request** request) override;
+};
+
+class SocketRecvComm final : public SocketComm<RecvComm> {
  public:
   SocketRecvComm(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams)
-      : link_(std::move(shared), std::move(control), std::move(streams), false) {}
-  Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override {
-    return registerHostOnly(data, bytes, pointerKind, region);
-  }
-  Status deregisterMemory(MemoryRegion*) override { return Status::Ok(); }
-  Status test(Request* request, bool* done, size_t* sizes) override { return link_.test(request, done, sizes); }
-  void addWaits(WaitList* waits) override { link_.addWaits(waits); }
+      : SocketComm(std::move(shared), std::move(control), std::move(streams), false) {}
   Status irecv(int n, void* const* data, const size_t* sizes, const int* tags, MemoryRegion* const* regions,
                Request** request) override;
   Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* regions,
                 Request** request) override;
-
- private:
-  SocketLink link_;
 };
 
 }  // namespace loom::net::socket

@@ -13,17 +13,16 @@ namespace {
 // cannot take it).
 constexpr int64_t kCloseFlushMs = 500;
 
-// UCX needs no registration for tag messages in host memory; registering checks the kind only.
-const char kHostRegion = 0;
+const char kHostRegion = 0;  // any non-null value would do: nothing is registered
 
-Status hostRegion(int pointerKind, MemoryRegion** region) {
+}  // namespace
+
+Status registerHostMemory(int pointerKind, MemoryRegion** region) {
   if (pointerKind != kHostPointers)
     return invalidArgument("this UCX build sends host memory only (pointer kind {})", pointerKind);
   *region = reinterpret_cast<MemoryRegion*>(const_cast<char*>(&kHostRegion));
   return Status::Ok();
 }
-
-}  // namespace
 
 UcxLink::UcxLink(std::shared_ptr<UcxWorker> worker, uint64_t tag, bool sending)
     : worker_(std::move(worker)), tag_(tag), sending_(sending) {}
@@ -141,19 +140,9 @@ Status UcxLink::test(Request* request, bool* done, size_t* sizes) {
   return Status::Ok();
 }
 
-Status UcxSendComm::registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) {
-  (void)data, (void)bytes;
-  return hostRegion(pointerKind, region);
-}
-
 Status UcxSendComm::isend(const void* data, size_t bytes, int tag, MemoryRegion* region, Request** request) {
   (void)tag, (void)region;  // one receive per message: the connection's tag is the match
   return link_->send(data, bytes, request);
-}
-
-Status UcxRecvComm::registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) {
-  (void)data, (void)bytes;
-  return hostRegion(pointerKind, region);
 }
 
 Status UcxRecvComm::irecv(int n, void* const* data, const size_t* sizes, const int* tags, MemoryRegion* const* regions,

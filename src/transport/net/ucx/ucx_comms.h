@@ -55,33 +55,38 @@ class UcxLink {
   std::array<Op, kMaxRequestsPerComm> ops_;
 };
 
-class UcxSendComm final : public SendComm {
+Status registerHostMemory(int pointerKind, MemoryRegion** region);
+
+// What both directions share: one UcxLink behind the Comm calls (UCX needs no registration for tag
+// messages in host memory; registering checks the kind only).
+template <typename Base>
+class UcxComm : public Base {
  public:
-  explicit UcxSendComm(std::unique_ptr<UcxLink> link) : link_(std::move(link)) {}
-  Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override;
+  explicit UcxComm(std::unique_ptr<UcxLink> link) : link_(std::move(link)) {}
+  Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override {
+    return (void)data, (void)bytes, registerHostMemory(pointerKind, region);
+  }
   Status deregisterMemory(MemoryRegion*) override { return Status::Ok(); }
   Status test(Request* request, bool* done, size_t* sizes) override { return link_->test(request, done, sizes); }
   void addWaits(WaitList* waits) override { link_->addWaits(waits); }
-  Status isend(const void* data, size_t bytes, int tag, MemoryRegion* region, Request** request) override;
 
- private:
+ protected:
   std::unique_ptr<UcxLink> link_;
 };
 
-class UcxRecvComm final : public RecvComm {
+class UcxSendComm final : public UcxComm<SendComm> {
  public:
-  explicit UcxRecvComm(std::unique_ptr<UcxLink> link) : link_(std::move(link)) {}
-  Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override;
-  Status deregisterMemory(MemoryRegion*) override { return Status::Ok(); }
-  Status test(Request* request, bool* done, size_t* sizes) override { return link_->test(request, done, sizes); }
-  void addWaits(WaitList* waits) override { link_->addWaits(waits); }
+  using UcxComm::UcxComm;
+  Status isend(const void* data, size_t bytes, int tag, MemoryRegion* region, Request** request) override;
+};
+
+class UcxRecvComm final : public UcxComm<RecvComm> {
+ public:
+  using UcxComm::UcxComm;
   Status irecv(int n, void* const* data, const size_t* sizes, const int* tags, MemoryRegion* const* regions,
                Request** request) override;
   Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* regions,
                 Request** request) override;
-
- private:
-  std::unique_ptr<UcxLink> link_;
 };
 
 }  // namespace loom::net::ucx
