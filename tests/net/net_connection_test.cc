@@ -121,3 +121,114 @@ TEST_F(NetConnection, UnexpectedSizeIsADisagreement) {
 
 }  // namespace
 }  // namespace loom::net
+
+namespace loom::net {
+namespace {
+
+// Two providers (two ranks) with a connection each way, paired (Provider::pairComms): the control
+// stream of both directions then shares one TCP connection. Messages of every size class still arrive
+// whole and in order both ways, and one direction closing leaves the other working.
+TEST(PairedComms, BothDirectionsShareOneControlConnection) {
+  socket::SocketConfig config;
+  config.nsocksPerThread = 2;
+  config.inlineBytes = 4096;
+  std::unique_ptr<Provider> a, b;
+  ASSERT_TRUE(socket::SocketProvider::create(config, &a).ok());
+  ASSERT_TRUE(socket::SocketProvider::create(config, &b).ok());
+  int device = 0;
+  ASSERT_TRUE(chooseDevice(*a, "lo", &device).ok());
+  // a -> b and b -> a.
+  Handle toB, toA;
+  std::unique_ptr<ListenComm> listenB, listenA;
+  ASSERT_TRUE(b->listen(device, &toB, &listenB).ok());
+  ASSERT_TRUE(a->listen(device, &toA, &listenA).ok());
+  std::unique_ptr<SendComm> aSend, bSend;
+  std::unique_ptr<RecvComm> bRecv, aRecv;
+  const Deadline deadline = Deadline::afterMs(10000);
+  while ((!aSend || !bSend || !aRecv || !bRecv) && !deadline.expired()) {
+    if (!aSend) ASSERT_TRUE(a->connect(device, &toB, &aSend).ok());
+    if (!bSend) ASSERT_TRUE(b->connect(device, &toA, &bSend).ok());
+    if (!bRecv) ASSERT_TRUE(listenB->accept(&bRecv).ok());
+    if (!aRecv) ASSERT_TRUE(listenA->accept(&aRecv).ok());
+  }
+  ASSERT_TRUE(aSend && bSend && aRecv && bRecv);
+  a->pairComms(*aSend, *aRecv);
+  b->pairComms(*bSend, *bRecv);
+
+  const std::vector<size_t> sizes = {1, 100, 4096, 4097, 70000, 1u << 20};
+  std::vector<std::vector<char>> out(sizes.size()), inA(sizes.size()), inB(sizes.size());
+  std::vector<Request*> sends, recvs;
+  std::vector<Comm*> sendOwner, recvOwner;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out[i].resize(sizes[i]);
+    for (size_t k = 0; k < sizes[i]; ++k) out[i][k] = static_cast<char>(k * 31 + i);
+    inA[i].resize(sizes[i]);
+    inB[i].resize(sizes[i]);
+    for (auto [recv, in] : {std::pair{aRecv.get(), &inA[i]}, std::pair{bRecv.get(), &inB[i]}}) {
+      void* data = in->data();
+      const size_t size = in->size();
+      const int tag = 0;
+      MemoryRegion* mr = nullptr;
+      Request* r = nullptr;
+      ASSERT_TRUE(recv->irecv(1, &data, &size, &tag, &mr, &r).ok());
+      ASSERT_NE(r, nullptr);
+      recvs.push_back(r);
+      recvOwner.push_back(recv);
+    }
+    for (SendComm* send : {aSend.get(), bSend.get()}) {
+      Request* r = nullptr;
+      ASSERT_TRUE(send->isend(out[i].data(), sizes[i], 0, nullptr, &r).ok());
+      ASSERT_NE(r, nullptr);
+      sends.push_back(r);
+      sendOwner.push_back(send);
+    }
+  }
+  size_t left = sends.size() + recvs.size();
+  const Deadline done = Deadline::afterMs(20000);
+  while (left > 0 && !done.expired())
+    for (auto [requests, owners] : {std::pair{&sends, &sendOwner}, std::pair{&recvs, &recvOwner}})
+      for (size_t i = 0; i < requests->size(); ++i) {
+        bool finished = false;
+        if (!(*requests)[i]) continue;
+        Status st = (*owners)[i]->test((*requests)[i], &finished, nullptr);
+        ASSERT_TRUE(st.ok()) << st.message();
+        if (finished) (*requests)[i] = nullptr, --left;
+      }
+  ASSERT_EQ(left, 0u) << "requests not done in 20 s";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(inA[i], out[i]) << "b -> a message " << i;
+    EXPECT_EQ(inB[i], out[i]) << "a -> b message " << i;
+  }
+
+  // a stops sending: b's next receive fails; b -> a still works.
+  aSend.reset();
+  char in = 0, msg = 42;
+  void* data = &in;
+  const size_t one = 1;
+  const int tag = 0;
+  MemoryRegion* mr = nullptr;
+  Request* bWaits = nullptr;
+  Request* aWaits = nullptr;
+  Request* bSends = nullptr;
+  ASSERT_TRUE(bRecv->irecv(1, &data, &one, &tag, &mr, &bWaits).ok());
+  char inA2 = 0;
+  void* dataA = &inA2;
+  ASSERT_TRUE(aRecv->irecv(1, &dataA, &one, &tag, &mr, &aWaits).ok());
+  ASSERT_TRUE(bSend->isend(&msg, 1, 0, nullptr, &bSends).ok());
+  bool aGot = false, bFailed = false;
+  const Deadline end = Deadline::afterMs(10000);
+  while ((!aGot || !bFailed) && !end.expired()) {
+    bool finished = false;
+    if (!aGot) {
+      ASSERT_TRUE(aRecv->test(aWaits, &aGot, nullptr).ok());
+    }
+    if (bSends && bSend->test(bSends, &finished, nullptr).ok() && finished) bSends = nullptr;
+    if (!bFailed) bFailed = !bRecv->test(bWaits, &finished, nullptr).ok();
+  }
+  EXPECT_TRUE(aGot) << "b -> a stopped when a stopped sending";
+  EXPECT_EQ(inA2, 42);
+  EXPECT_TRUE(bFailed) << "b still waits for a message from a, which closed";
+}
+
+}  // namespace
+}  // namespace loom::net

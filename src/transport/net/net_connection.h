@@ -58,6 +58,7 @@ class NetSendConnection final : public SendConnection {
   void postNotice(const std::string& reason);
   bool noticeDone();
   void letGo();
+  SendComm* comm() const { return comm_.get(); }
 
  private:
   struct Outgoing {
@@ -106,6 +107,7 @@ class NetRecvConnection final : public RecvConnection {
   void releaseRecv() override;
   void addWaits(WaitList* waits) override;
   Status peerFailure() override;
+  RecvComm* comm() const { return comm_.get(); }
 
  private:
   struct Slot {

@@ -149,6 +149,13 @@ Status connectNetPeers(PeerExchange& exchange, Provider* provider, const Status&
     nap(napUs);
     napUs = std::min<int64_t>(napUs * 2, 1000);
   }
+  // Both ways to each peer are up and nothing was sent yet: the provider may join them.
+  for (int q = 0; q < nranks; ++q)
+    for (int c = 0; peers[q] && c < nch; ++c) {
+      const size_t i = static_cast<size_t>(q) * nch + c;
+      provider->pairComms(*static_cast<NetSendConnection*>((*sends)[i].get())->comm(),
+                          *static_cast<NetRecvConnection*>((*recvs)[i].get())->comm());
+    }
   return Status::Ok();
 }
 

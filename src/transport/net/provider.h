@@ -110,6 +110,11 @@ class Provider {
   // *out stays null until the connection is up; call again with the same handle object, in which
   // the provider may keep its progress (as NCCL's providers do).
   virtual Status connect(int device, Handle* handle, std::unique_ptr<SendComm>* out) = 0;
+  // Loom's addition: `send` and `recv` connect this rank with the same peer, both ways, and carry no
+  // message yet; a provider may let them share what it can (the socket provider: one control
+  // connection, so that each direction's messages carry the other's acknowledgements). The peer pairs
+  // its own two in the same call. Nothing changes for a provider that ignores it.
+  virtual void pairComms(SendComm& send, RecvComm& recv) { (void)send, (void)recv; }
 };
 
 }  // namespace loom::net

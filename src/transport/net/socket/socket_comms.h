@@ -17,8 +17,10 @@ Status registerHostOnly(void* data, size_t bytes, int pointerKind, MemoryRegion*
 template <typename Base>
 class SocketComm : public Base {
  public:
-  SocketComm(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams, bool sending)
-      : link_(std::move(shared), std::move(control), std::move(streams), sending) {}
+  SocketComm(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams, bool sending,
+             uint64_t peerInstance)
+      : link_(std::move(shared), std::move(control), std::move(streams), sending, peerInstance) {}
+  SocketLink& link() { return link_; }
   Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override {
     return registerHostOnly(data, bytes, pointerKind, region);
   }
@@ -32,15 +34,17 @@ class SocketComm : public Base {
 
 class SocketSendComm final : public SocketComm<SendComm> {
  public:
-  SocketSendComm(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams)
-      : SocketComm(std::move(shared), std::move(control), std::move(streams), true) {}
+  SocketSendComm(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams,
+                 uint64_t peerInstance)
+      : SocketComm(std::move(shared), std::move(control), std::move(streams), true, peerInstance) {}
   Status isend(const void* data, size_t bytes, int tag, MemoryRegion* region, Request** request) override;
 };
 
 class SocketRecvComm final : public SocketComm<RecvComm> {
  public:
-  SocketRecvComm(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams)
-      : SocketComm(std::move(shared), std::move(control), std::move(streams), false) {}
+  SocketRecvComm(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams,
+                 uint64_t peerInstance)
+      : SocketComm(std::move(shared), std::move(control), std::move(streams), false, peerInstance) {}
   Status irecv(int n, void* const* data, const size_t* sizes, const int* tags, MemoryRegion* const* regions,
                Request** request) override;
   Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* regions,

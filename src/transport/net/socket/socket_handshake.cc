@@ -55,6 +55,7 @@ Status SocketListenComm::create(std::shared_ptr<SocketShared> shared, const Sock
   tuneStream(l->listener_.fd(), shared->config);  // accepted sockets inherit the buffer sizes
   l->shared_ = std::move(shared);
   l->secret_ = h.secret = randomNonZero64();
+  h.instance = l->shared_->instance;
   l->nstreams_ = h.nstreams = static_cast<uint32_t>(l->shared_->config.streams());
   l->streams_.resize(l->nstreams_);
   handle->bytes.fill(0);
@@ -86,6 +87,7 @@ void SocketListenComm::readHello(Pending& p, bool* keep) {
     return;
   }
   slot = std::move(p.socket);
+  if (p.hello.index == kControlIndex) peerInstance_ = p.hello.instance;
   ++assigned_;
 }
 
@@ -101,7 +103,7 @@ Status SocketListenComm::accept(std::unique_ptr<RecvComm>* out) {
     it = keep ? it + 1 : pending_.erase(it);
   }
   if (assigned_ < nstreams_ + 1) return Status::Ok();
-  *out = std::make_unique<SocketRecvComm>(shared_, std::move(control_), std::move(streams_));
+  *out = std::make_unique<SocketRecvComm>(shared_, std::move(control_), std::move(streams_), peerInstance_);
   return Status::Ok();
 }
 
@@ -111,6 +113,7 @@ SocketConnector::SocketConnector(std::shared_ptr<SocketShared> shared, const Soc
     : shared_(std::move(shared)), handle_(handle), streams_(handle.nstreams + 1) {
   for (size_t i = 0; i < streams_.size(); ++i) {
     streams_[i].hello.secret = handle.secret;
+    streams_[i].hello.instance = shared_->instance;
     streams_[i].hello.nstreams = handle.nstreams;
     streams_[i].hello.index = i == 0 ? kControlIndex : static_cast<uint32_t>(i - 1);
   }
@@ -150,7 +153,8 @@ Status SocketConnector::step(bool* done) {
 std::unique_ptr<SendComm> SocketConnector::finish() {
   std::vector<Socket> data;
   for (size_t i = 1; i < streams_.size(); ++i) data.push_back(std::move(streams_[i].connect.socket()));
-  return std::make_unique<SocketSendComm>(shared_, std::move(streams_[0].connect.socket()), std::move(data));
+  return std::make_unique<SocketSendComm>(shared_, std::move(streams_[0].connect.socket()), std::move(data),
+                                          handle_.instance);
 }
 
 }  // namespace loom::net::socket

@@ -19,7 +19,7 @@ namespace loom::net::socket {
 
 inline constexpr uint32_t kHandleMagic = 0x4b4f534c;  // "LSOK"
 inline constexpr uint32_t kHelloMagic = 0x4f4c4548;   // "HELO"
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr uint32_t kControlIndex = 0xffffffffu;
 
 struct SocketHandle {
@@ -29,6 +29,7 @@ struct SocketHandle {
   uint32_t nstreams = 0;
   uint64_t secret = 0;
   uint64_t connectId = 0;  // the sender's progress (its provider's id for the connect under way); 0: none yet
+  uint64_t instance = 0;   // the receiver's provider instance
 };
 static_assert(sizeof(SocketHandle) <= kHandleBytes);
 
@@ -38,6 +39,7 @@ struct Hello {
   uint64_t secret = 0;
   uint32_t index = 0;  // kControlIndex or the data stream's index
   uint32_t nstreams = 0;
+  uint64_t instance = 0;  // the sender's provider instance
 };
 
 // Pure, so that the tests can feed it anything: why `bytes` is not a hello for this listener, or "".
@@ -66,6 +68,7 @@ class SocketListenComm final : public ListenComm {
   uint64_t secret_ = 0;
   uint32_t nstreams_ = 0;
   std::deque<Pending> pending_;
+  uint64_t peerInstance_ = 0;
   Socket control_;
   std::vector<Socket> streams_;
   size_t assigned_ = 0;

@@ -14,6 +14,8 @@ namespace loom::net::socket {
 namespace {
 
 constexpr size_t kHeaderBytes = sizeof(uint64_t);
+// The header no message has: the control stream goes on over the other direction's connection.
+constexpr uint64_t kSwitchMark = ~0ull;
 
 Status controlError(ssize_t n) {
   if (n == 0) return Status(loomRemoteError, "the connection was closed by the peer (did it exit or abort?)");
@@ -28,8 +30,12 @@ namespace {
 constexpr size_t kControlReadAhead = 64 << 10;
 }
 
-SocketLink::SocketLink(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams, bool sending)
-    : shared_(std::move(shared)), control_(std::move(control)), sending_(sending) {
+SocketLink::SocketLink(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams, bool sending,
+                       uint64_t peerInstance)
+    : shared_(std::move(shared)),
+      control_(std::make_shared<Socket>(std::move(control))),
+      peerInstance_(peerInstance),
+      sending_(sending) {
   if (!sending) controlIn_.resize(kControlReadAhead);
   const int nthreads = shared_->config.nthreads;
   for (size_t i = 0; i < streams.size(); ++i) {
@@ -47,7 +53,20 @@ SocketLink::~SocketLink() {
     if (!helperOf_.empty()) helperOf_[i]->detach(streams_[i].get());
     ::shutdown(streams_[i]->fd(), SHUT_RDWR);  // the peer sees the end now, not when a helper lets go
   }
-  if (control_.valid()) ::shutdown(control_.fd(), SHUT_RDWR);
+  // This direction ends; the socket itself closes when the other direction's link lets go too.
+  if (control_->valid()) ::shutdown(control_->fd(), sending_ ? SHUT_WR : SHUT_RD);
+  if (nextControl_ && nextControl_->valid() && !sending_) ::shutdown(nextControl_->fd(), SHUT_RD);
+}
+
+void SocketLink::moveControlTo(std::shared_ptr<Socket> other) {
+  nextControl_ = std::move(other);
+  switching_ = true;
+  (void)progress();
+}
+
+void SocketLink::expectControlMove(std::shared_ptr<Socket> other) {
+  nextControl_ = std::move(other);
+  switching_ = true;
 }
 
 Status SocketLink::streamFailure() const {
@@ -104,7 +123,7 @@ Status SocketLink::moveControlSend(Message& m, bool* finished) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(n);
-    const ssize_t w = ::sendmsg(control_.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t w = ::sendmsg(control_->fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w > 0) {
       m.controlMoved += static_cast<size_t>(w);
     } else if (w < 0 && errno == EINTR) {
@@ -125,7 +144,7 @@ Status SocketLink::fillControl(bool* got, bool* closed) {
   if (controlInBegin_ == controlInEnd_) controlInBegin_ = controlInEnd_ = 0;
   if (controlInEnd_ == controlIn_.size()) return Status::Ok();  // full: the messages must take some first
   for (;;) {
-    const ssize_t r = ::recv(control_.fd(), controlIn_.data() + controlInEnd_, controlIn_.size() - controlInEnd_, MSG_DONTWAIT);
+    const ssize_t r = ::recv(control_->fd(), controlIn_.data() + controlInEnd_, controlIn_.size() - controlInEnd_, MSG_DONTWAIT);
     if (r > 0) {
       controlInEnd_ += static_cast<size_t>(r);
       *got = true;
@@ -133,7 +152,7 @@ Status SocketLink::fillControl(bool* got, bool* closed) {
       // delay it (and fold several into one) rather than send one per message (the kernel turns
       // quick acknowledgements back on now and then, so this is said after every read).
       int quick = 0;
-      setsockopt(control_.fd(), IPPROTO_TCP, TCP_QUICKACK, &quick, sizeof quick);
+      setsockopt(control_->fd(), IPPROTO_TCP, TCP_QUICKACK, &quick, sizeof quick);
       return Status::Ok();
     }
     if (r < 0 && errno == EINTR) continue;
@@ -157,7 +176,7 @@ Status SocketLink::moveControlRecv(Message& m, bool* finished) {
     if (buffered == 0) {
       // A large inline payload goes straight to its buffer rather than through ours.
       if (headerDone && need >= controlIn_.size()) {
-        const ssize_t r = ::recv(control_.fd(), m.data + (m.controlMoved - kHeaderBytes), need, MSG_DONTWAIT);
+        const ssize_t r = ::recv(control_->fd(), m.data + (m.controlMoved - kHeaderBytes), need, MSG_DONTWAIT);
         if (r > 0) {
           m.controlMoved += static_cast<size_t>(r);
           continue;
@@ -183,6 +202,15 @@ Status SocketLink::moveControlRecv(Message& m, bool* finished) {
     controlInBegin_ += take;
     m.controlMoved += take;
     if (m.controlMoved != kHeaderBytes) continue;
+    if (m.header == kSwitchMark && switching_) {
+      // Nothing follows the mark on the old connection: go on with the shared one.
+      control_ = std::move(nextControl_);
+      switching_ = false;
+      controlInBegin_ = controlInEnd_ = 0;
+      m.controlMoved = 0;
+      m.header = 0;
+      continue;
+    }
     if (m.header > m.capacity)
       return errorStatus(loomRemoteError, "a message of {} bytes arrived for a receive of {} bytes", m.header,
                          m.capacity);
@@ -197,6 +225,22 @@ Status SocketLink::moveControlRecv(Message& m, bool* finished) {
 
 Status SocketLink::progress() {
   LOOM_TRY(broken_);
+  if (sending_ && switching_) {
+    while (switchMarkSent_ < kHeaderBytes) {
+      const ssize_t w = ::send(control_->fd(), reinterpret_cast<const char*>(&kSwitchMark) + switchMarkSent_,
+                               kHeaderBytes - switchMarkSent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) {
+        switchMarkSent_ += static_cast<size_t>(w);
+      } else if (w < 0 && (errno == EINTR || wouldBlock())) {
+        return Status::Ok();
+      } else {
+        return broken_ = controlError(-1);
+      }
+    }
+    ::shutdown(control_->fd(), SHUT_WR);
+    control_ = std::move(nextControl_);
+    switching_ = false;
+  }
   while (!controlQueue_.empty() && !peerClosed_) {
     Message& m = *controlQueue_.front();
     bool finished = false;
@@ -232,7 +276,7 @@ void SocketLink::addWaits(WaitList* waits) {
     waits->capSleep(0);  // the next test reports it
     return;
   }
-  if (!controlQueue_.empty() && !peerClosed_) waits->add(control_.fd(), sending_ ? POLLOUT : POLLIN);
+  if (!controlQueue_.empty() && !peerClosed_) waits->add(control_->fd(), sending_ ? POLLOUT : POLLIN);
   const bool piecesPending = std::any_of(messages_.begin(), messages_.end(), [](const Message& m) {
     return m.inUse && m.piecesLeft.load(std::memory_order_relaxed) != 0;
   });

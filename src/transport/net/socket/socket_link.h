@@ -33,13 +33,15 @@ struct SocketConfig {
 // What the comms of one provider instance share.
 struct SocketShared {
   SocketConfig config;
+  uint64_t instance = 0;  // random: tells the provider instances of a job apart
   CompletionSignal signal;
   std::vector<std::unique_ptr<HelperThread>> helpers;  // config.nthreads of them
 };
 
 class SocketLink {
  public:
-  SocketLink(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams, bool sending);
+  SocketLink(std::shared_ptr<SocketShared> shared, Socket control, std::vector<Socket> streams, bool sending,
+             uint64_t peerInstance);
   ~SocketLink();
   SocketLink(const SocketLink&) = delete;
   SocketLink& operator=(const SocketLink&) = delete;
@@ -48,6 +50,15 @@ class SocketLink {
   Status post(char* data, size_t bytes, Request** request);
   Status test(Request* request, bool* done, size_t* sizes);
   void addWaits(WaitList* waits);
+
+  // One control connection for both directions between two provider instances (shared_control.h):
+  // a sending link moves its control stream onto `other` after a switch mark on its own; a receiving
+  // link reads on until that mark, then goes on with `other`.
+  uint64_t peerInstance() const { return peerInstance_; }
+  bool idle() const { return controlQueue_.empty() || !sending_; }
+  const std::shared_ptr<Socket>& control() const { return control_; }
+  void moveControlTo(std::shared_ptr<Socket> other);
+  void expectControlMove(std::shared_ptr<Socket> other);
 
  private:
   struct Message {
@@ -70,7 +81,11 @@ class SocketLink {
   Status streamFailure() const;
 
   std::shared_ptr<SocketShared> shared_;
-  Socket control_;
+  std::shared_ptr<Socket> control_;  // shared with the other direction's link once they share it
+  uint64_t peerInstance_;
+  std::shared_ptr<Socket> nextControl_;  // where the control stream goes on after the switch mark
+  size_t switchMarkSent_ = 0;            // sending: bytes of the mark written (it goes before anything else)
+  bool switching_ = false;
   std::vector<std::shared_ptr<DataStream>> streams_;
   std::vector<HelperThread*> helperOf_;  // per stream; empty without helper threads
   bool sending_;

@@ -9,6 +9,8 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "transport/net/handshake.h"
+#include "transport/net/socket/socket_comms.h"
 
 namespace loom::net::socket {
 
@@ -76,6 +78,7 @@ Status SocketProvider::create(const SocketConfig& config, std::unique_ptr<Provid
   raiseDescriptorLimit();
   p->shared_ = std::make_shared<SocketShared>();
   p->shared_->config = config;
+  p->shared_->instance = randomNonZero64();
   for (int i = 0; i < config.nthreads; ++i)
     p->shared_->helpers.push_back(std::make_unique<HelperThread>(&p->shared_->signal));
   *out = std::move(p);
@@ -131,6 +134,20 @@ Status SocketProvider::connect(int device, Handle* handle, std::unique_ptr<SendC
     connecting_.erase(it);
   }
   return st;
+}
+
+void SocketProvider::pairComms(SendComm& send, RecvComm& recv) {
+  auto* s = dynamic_cast<SocketSendComm*>(&send);
+  auto* r = dynamic_cast<SocketRecvComm*>(&recv);
+  if (!s || !r) return;
+  const uint64_t peer = s->link().peerInstance();
+  if (peer == 0 || peer != r->link().peerInstance() || peer == shared_->instance || !s->link().idle()) return;
+  // The connection the lower instance opened carries both directions; the higher one moves its
+  // sending side onto it, and the lower one's receiving side follows the switch mark.
+  if (shared_->instance < peer)
+    r->link().expectControlMove(s->link().control());
+  else
+    s->link().moveControlTo(r->link().control());
 }
 
 }  // namespace loom::net::socket

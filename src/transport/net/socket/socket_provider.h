@@ -31,6 +31,7 @@ class SocketProvider final : public Provider {
   Status deviceProperties(int device, DeviceProperties* out) const override;
   Status listen(int device, Handle* handle, std::unique_ptr<ListenComm>* out) override;
   Status connect(int device, Handle* handle, std::unique_ptr<SendComm>* out) override;
+  void pairComms(SendComm& send, RecvComm& recv) override;
 
  private:
   SocketProvider() = default;
