@@ -93,11 +93,9 @@ def main():
         lo, hi = socket[8]["us"][0], mpich[8]["us"][0]
         lines.append(f"- 8 B allreduce <= MPICH's latency: {'met' if lo <= hi else 'missed'}: {lo:.1f} us against "
                      f"MPICH's {hi:.1f} us."
-                     + ("" if lo <= hi else f" What limits it: ncclNet's comms are one way, so each direction is a TCP "
-                        f"connection of its own and no message carries the acknowledgement of the other direction; "
-                        f"the raw exchange costs {two:.1f} us that way against {one:.1f} us over the one connection "
-                        f"MPICH's UCX keeps per pair, and Loom adds about {lo - two:.1f} us of its own. Sharing one "
-                        f"control connection per pair of hosts is the way past it."))
+                     + ("" if lo <= hi else f" What limits it: the raw exchange over one TCP connection (what "
+                        f"Loom's paired control streams and MPICH's UCX both use) takes {one:.1f} us; Loom adds "
+                        f"{lo - one:.1f} us of its own (the call, the plan, the provider) and MPICH {hi - one:.1f} us."))
     try:
         counters = open(f"{out}/counters.txt").read().strip()
     except OSError:
