@@ -213,6 +213,36 @@ TEST_F(Hosts, GroupedSendRecvAcrossHosts) {
   EXPECT_TRUE(failures.empty()) << "4 hosts x 1:\n" << failures;
 }
 
+// A nonblocking communicator's progress thread moves a large allreduce across hosts while the caller
+// computes and never calls Loom: when the caller looks again, the operation is long done.
+TEST_F(Hosts, NonblockingProgressesWhileTheCallerComputes) {
+  const std::string failures = runRanksRaw(Launch::Processes, 2, placed(1), [](RankContext& ctx) -> std::string {
+    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    loomComm_t comm = nullptr;
+    LT_CALL(nullptr, loomCommInitRankConfig(&comm, ctx.nranks, ctx.id, ctx.rank, &config));
+    ctx.comm = comm;
+    const size_t count = 8u << 20;  // 32 MiB
+    std::vector<float> data(count, static_cast<float>(ctx.rank + 1));
+    loomResult_t r = loomAllReduce(data.data(), data.data(), count, loomFloat32, loomSum, comm, nullptr);
+    if (r != loomSuccess && r != loomInProgress) return callFailure("loomAllReduce", r, comm);
+    uint64_t op = 0;
+    LT_CALL(comm, loomCommLastOpId(comm, &op));
+    // "Compute" for 1.5 s without touching Loom; the transfer alone takes some 20 ms.
+    const auto until = Clock::now() + std::chrono::milliseconds(1500);
+    volatile double sink = 0;
+    while (Clock::now() < until) sink = sink + 1;
+    r = loomCommWaitOp(comm, op, 0);
+    if (r != loomSuccess) return callFailure("loomCommWaitOp(0 ms) after 1.5 s of computing", r, comm);
+    for (size_t i = 0; i < count; i += 4099)
+      if (data[i] != 3.0f) return "element " + std::to_string(i) + " is " + std::to_string(data[i]);
+    LT_CALL(comm, loomCommDestroy(comm));
+    ctx.comm = nullptr;
+    return "";
+  });
+  EXPECT_TRUE(failures.empty()) << failures;
+}
+
 // Every link delays frames by 1 ms and drops 0.1% of them (tc netem, or hosts.sh's user-space switch
 // where the kernel has no netem): slower, never wrong. A bed of its own, 2 hosts x 2 ranks.
 TEST_F(Hosts, DelayAndLossOnTheLinks) {
