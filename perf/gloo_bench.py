@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """The torch.distributed side of perf/compare: times collectives on CPU float tensors with a
 process-group backend (gloo by default) and prints one JSON object per size, with loom-perf's size
-and bus-bandwidth conventions. Ranks are local processes (torch.multiprocessing, spawn).
+and bus-bandwidth conventions. Ranks are local processes (torch.multiprocessing, spawn), or, with
+--rank, this process is one rank of --np started elsewhere (perf/net_compare: one per host), meeting
+at --master:--port.
 
 usage: gloo_bench.py COLLECTIVE --np N -b MIN -e MAX -f FACTOR -n ITERS -w WARMUP [--backend gloo]
+                     [--rank R --master ADDR --port PORT]
 """
 import argparse
 import json
@@ -49,8 +52,15 @@ def make_call(coll, count, n):
     raise SystemExit(f"unsupported collective {coll}")
 
 
+class Printer:
+    """Stands for the queue when this process is one rank: rank 0 prints its rows."""
+
+    def put(self, row):
+        print(json.dumps(row), flush=True)
+
+
 def worker(rank, args, port, queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = args.master
     os.environ["MASTER_PORT"] = str(port)
     if args.backend == "loom":
         import loom.torch  # noqa: F401  (registers the backend)
@@ -93,7 +103,13 @@ def main():
     p.add_argument("-n", type=int, default=20)
     p.add_argument("-w", type=int, default=5)
     p.add_argument("--backend", default="gloo")
+    p.add_argument("--rank", type=int, default=None)
+    p.add_argument("--master", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
     args = p.parse_args()
+    if args.rank is not None:
+        worker(args.rank, args, args.port, Printer())
+        return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

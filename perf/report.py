@@ -9,14 +9,7 @@ Gloo."""
 import json
 import sys
 
-from results import load, medians
-
-
-def fmt_size(n):
-    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= div and n % div == 0:
-            return f"{n // div}{unit}"
-    return str(int(n))
+from results import fmt_size, load, medians
 
 
 def bound_lines(limits):

@@ -3,6 +3,14 @@ import json
 import statistics
 
 
+def fmt_size(n):
+    """8, 1K, 64M: sizes as the tables print them."""
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return str(int(n))
+
+
 def load(path, library=None, inplace=False):
     """Rows as dicts with at least library, collective, bytes, time_us, busbw_gbs: the out-of-place
     rows, or with inplace=True the in-place ones (loom-perf writes both)."""

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -84,9 +85,6 @@ Status parseSocketAddress(const std::string& text, SocketAddress* out) {
   return Status::Ok();
 }
 
-namespace {
-
-// NCCL_SOCKET_IFNAME semantics: "eth,ib" prefixes; "^docker" excludes; "=eth0" exact names.
 bool interfaceMatches(const std::string& spec, const char* name) {
   if (spec.empty()) return true;
   std::string list = spec;
@@ -107,13 +105,10 @@ bool interfaceMatches(const std::string& spec, const char* name) {
   return exclude ? !found : found;
 }
 
-}  // namespace
-
-Status chooseLocalAddress(SocketAddress* out) {
-  std::string spec = envString("LOOM_SOCKET_IFNAME", "");
+Status listInterfaces(const std::string& spec, std::vector<NetworkInterface>* out) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return systemError("getifaddrs: {}", std::strerror(errno));
-  SocketAddress loopback, chosen;
+  std::vector<NetworkInterface> found, loopbacks;
   for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
     if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP)) continue;
     int family = ifa->ifa_addr->sa_family;
@@ -122,22 +117,33 @@ Status chooseLocalAddress(SocketAddress* out) {
       auto* s6 = reinterpret_cast<sockaddr_in6*>(ifa->ifa_addr);
       if (IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr)) continue;  // needs a scope id; not worth it
     }
-    bool isLoopback = (ifa->ifa_flags & IFF_LOOPBACK) != 0;
     if (!interfaceMatches(spec, ifa->ifa_name)) continue;
-    SocketAddress a = SocketAddress::fromSockaddr(ifa->ifa_addr);
-    if (isLoopback && spec.empty()) {
-      if (!loopback.valid() || (loopback.family == AF_INET6 && family == AF_INET)) loopback = a;
-      continue;
-    }
-    // Prefer IPv4 among equals: it is what most clusters route.
-    if (!chosen.valid() || (chosen.family == AF_INET6 && family == AF_INET)) chosen = a;
+    NetworkInterface nic{ifa->ifa_name, SocketAddress::fromSockaddr(ifa->ifa_addr), (ifa->ifa_flags & IFF_LOOPBACK) != 0};
+    std::vector<NetworkInterface>& into = nic.loopback && spec.empty() ? loopbacks : found;
+    auto same = std::find_if(into.begin(), into.end(), [&](const NetworkInterface& n) { return n.name == nic.name; });
+    if (same == into.end())
+      into.push_back(nic);
+    else if (same->address.family == AF_INET6 && family == AF_INET)  // IPv4 first: what most clusters route
+      *same = nic;
   }
   freeifaddrs(list);
-  if (!chosen.valid()) chosen = loopback;
-  if (!chosen.valid())
+  // Prefer IPv4 interfaces among equals, keeping the system's order otherwise.
+  std::stable_sort(found.begin(), found.end(), [](const NetworkInterface& a, const NetworkInterface& b) {
+    return a.address.family == AF_INET && b.address.family == AF_INET6;
+  });
+  if (found.empty()) found = loopbacks;
+  *out = std::move(found);
+  return Status::Ok();
+}
+
+Status chooseLocalAddress(SocketAddress* out) {
+  std::string spec = envString("LOOM_SOCKET_IFNAME", "");
+  std::vector<NetworkInterface> nics;
+  LOOM_TRY(listInterfaces(spec, &nics));
+  if (nics.empty())
     return systemError("no usable network interface{}", spec.empty() ? "" : " matching LOOM_SOCKET_IFNAME=" + spec);
-  chosen.port = 0;
-  *out = chosen;
+  *out = nics.front().address;
+  out->port = 0;
   return Status::Ok();
 }
 

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/status.h"
@@ -31,8 +32,21 @@ struct SocketAddress {
 // Parses "host:port" or "[v6]:port"; host may be a name resolved with getaddrinfo.
 Status parseSocketAddress(const std::string& text, SocketAddress* out);
 
-// The address this host advertises to peers: first interface matching LOOM_SOCKET_IFNAME (prefix list,
-// '^' excludes, '=' exact), else the first non-loopback interface that is up, else loopback.
+// NCCL_SOCKET_IFNAME syntax: "eth,ib" prefixes, "^docker" excludes, "=eth0" exact names; "" matches all.
+bool interfaceMatches(const std::string& spec, const char* name);
+
+struct NetworkInterface {
+  std::string name;
+  SocketAddress address;  // port 0
+  bool loopback = false;
+};
+
+// Interfaces that are up with an address matching `spec` (interfaceMatches), best first: IPv4 before
+// IPv6 of one interface, loopback last and only when `spec` is empty and nothing else is up, or when
+// `spec` names it. IPv6 link-local addresses are left out (they need a scope id).
+Status listInterfaces(const std::string& spec, std::vector<NetworkInterface>* out);
+
+// The address this host advertises to peers: the first of listInterfaces(LOOM_SOCKET_IFNAME).
 Status chooseLocalAddress(SocketAddress* out);
 
 // An owned file descriptor.

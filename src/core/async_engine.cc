@@ -200,7 +200,7 @@ void AsyncEngine::run() {
   IdleWaiter waiter(comm_->spinNs, comm_->oversubscribed);
   waiter.progressed();
   uint64_t lastHealthCheck = nowNs();
-  std::vector<pollfd> fds;
+  WaitList waits;
   for (;;) {
     uint64_t seenSubmissions = 0;
     bool gated = false;  // queued work waits on a gate: poll it rather than sleep long
@@ -241,8 +241,7 @@ void AsyncEngine::run() {
         if (!st.ok()) break;
         st = t->runner->checkBlockedPeers();
         if (st.ok() && t->work.timeoutMs > 0 && waiter.idleNs() > t->work.timeoutMs * 1000000)
-          st = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", t->runner->describeCurrent(),
-                           t->work.timeoutMs, t->runner->describeWaits());
+          st = stalledRunnerError(*t->runner, t->work.timeoutMs);
       }
     }
     if (!st.ok()) {
@@ -253,10 +252,10 @@ void AsyncEngine::run() {
       waiter.progressed();
       continue;
     }
-    fds.clear();
-    for (const auto& t : active_) t->runner->collectPollFds(&fds);
+    waits.clear();
+    for (const auto& t : active_) t->runner->collectWaits(&waits);
     // A submit rings the doorbell too, so new work also ends the sleep.
-    Status idleStatus = waiter.idle(transports.bell(), fds, transports.hasMemoryPeers(), gated ? kGatePollUs : 100000,
+    Status idleStatus = waiter.idle(transports.bell(), waits, transports.hasMemoryPeers(), gated ? kGatePollUs : 100000,
                                     [&](bool* p) {
                                       LOOM_TRY(progressActive(p));
                                       if (submissions_.load() != seenSubmissions) *p = true;

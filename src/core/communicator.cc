@@ -54,8 +54,9 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   s.chunkBytes = (s.chunkBytes + 63) & ~size_t{63};
   if (s.forcedChunkBytes) s.forcedChunkBytes = s.chunkBytes;
   if (s.nchannels < 1 || s.nchannels > 16) return invalidArgument("LOOM_NCHANNELS={} is outside 1..16", s.nchannels);
-  if (!s.forcedTransport.empty() && s.forcedTransport != "shm" && s.forcedTransport != "socket")
-    return invalidArgument("LOOM_TRANSPORT={} is not one of shm, socket", s.forcedTransport);
+  if (!s.forcedTransport.empty() && s.forcedTransport != "shm" && s.forcedTransport != "net" &&
+      s.forcedTransport != "socket")
+    return invalidArgument("LOOM_TRANSPORT={} is not one of shm, net (socket)", s.forcedTransport);
   *out = s;
   return Status::Ok();
 }
@@ -110,6 +111,12 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   options.slotBytes = comm->settings.chunkBytes;
   options.forced = comm->settings.forcedTransport;
   options.placeMemory = [binding = comm->numaBinding](void* p, size_t bytes) { binding.preferMemory(p, bytes); };
+  options.netProvider = envString("LOOM_NET", "");
+  options.netDevice = envString("LOOM_SOCKET_IFNAME", "");
+  if (comm->job.hosts() > 1)
+    options.netPreferred = {comm->job.nicNameOf[static_cast<size_t>(rank)], comm->job.nicBusIdOf[static_cast<size_t>(rank)]};
+  options.netDirect = envInt("LOOM_NET_DIRECT", 1) != 0;
+  options.timeoutMs = comm->settings.timeoutMs;
   LOOM_TRY(TransportSet::create(*comm->bootstrap, peers, options, &comm->transports)
                .withContext(comm->describe() + ": transport setup"));
   // Waiting ranks spin only while they have a core each; otherwise they yield and sleep early so the

@@ -27,6 +27,10 @@ inline void cpuRelax() { __builtin_ia32_pause(); }
 
 constexpr int64_t kPureSpinNs = 5'000;  // past this, waiting ranks yield while they spin (a busy core may hold the peer)
 constexpr uint64_t kHealthCheckNs = 100'000'000;  // how often a stalled wait looks for dead peers
+// How long a timed-out rank listens for a peer's failure notice naming the root cause.
+constexpr int64_t kRootCauseGraceMs = 500;
+// A wait shorter than this with nothing to poll naps in ppoll rather than yielding the core.
+constexpr int64_t kPollOnlyNapUs = 1000;
 
 }  // namespace
 
@@ -40,6 +44,7 @@ Status PlanRunner::startPlan() {
   }
   lanes_.assign(bp.plan->lanes.size(), LaneState{});
   sendsUsed_.clear();
+  directSends_.clear();
   for (const Lane& lane : bp.plan->lanes)
     for (const Step& s : lane.steps)
       if (s.sendPeer >= 0) {
@@ -60,36 +65,60 @@ Status PlanRunner::startPlan() {
   return Status::Ok();
 }
 
+int PlanRunner::directSendReading(const char* dst, size_t bytes) {
+  const char* end = dst + bytes;
+  for (size_t i = 0; i < directSends_.size();) {
+    const DirectSend& d = directSends_[i];
+    if (d.begin >= end || dst >= d.end) {
+      ++i;
+    } else if (d.connection->sendDone(d.ticket)) {
+      directSends_[i] = directSends_.back();
+      directSends_.pop_back();
+    } else {
+      return d.peer;
+    }
+  }
+  return -1;
+}
+
 Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s, LaneState& ls, bool* done) {
   *done = false;
   TransportSet& t = *work_->transports;
   const size_t bytes = s.count * bp.elemSize;
   const int ch = static_cast<int>(lane.channel);
+  auto waitFor = [&](Wait what, int peer) {
+    ls.waitingOn = what;
+    ls.waitPeer = peer;
+    return Status::Ok();
+  };
+  // Every step but Send writes its destination: not while a direct send still reads those bytes.
+  if (!directSends_.empty() && s.kind != StepKind::Send && s.dst.valid()) {
+    const int reader = directSendReading(at(bp, s.dst), bytes);
+    if (reader >= 0) return waitFor(Wait::Send, reader);
+  }
   void* out = nullptr;
   const void* in = nullptr;
   SendConnection* sc = nullptr;
   RecvConnection* rc = nullptr;
+  bool direct = false;  // the message leaves from the plan's buffers, not from a slot
   if (s.sendPeer >= 0) {
     sc = t.send(s.sendPeer, ch);
-    out = sc->trySendBuffer();
-    if (!out) {
-      ls.waitingOn = Wait::Send;
-      ls.waitPeer = s.sendPeer;
-      return Status::Ok();
-    }
+    // A result that is only forwarded (no destination) has nowhere to be computed but a slot.
+    direct = sc->sendsDirect() && (s.kind == StepKind::Send || s.dst.valid());
+    if (direct ? !sc->directSendReady() : (out = sc->trySendBuffer()) == nullptr) return waitFor(Wait::Send, s.sendPeer);
   }
   if (s.recvPeer >= 0) {
     rc = t.recv(s.recvPeer, ch);
     LOOM_TRY(rc->tryRecv(bytes, &in));
-    if (!in) {
-      ls.waitingOn = Wait::Recv;
-      ls.waitPeer = s.recvPeer;
-      return Status::Ok();
-    }
+    if (!in) return waitFor(Wait::Recv, s.recvPeer);
   }
+  const char* sendFrom = nullptr;  // direct sends
   switch (s.kind) {
     case StepKind::Send:
-      std::memcpy(out, at(bp, s.src), bytes);
+      if (direct)
+        sendFrom = at(bp, s.src);
+      else
+        std::memcpy(out, at(bp, s.src), bytes);
       break;
     case StepKind::Recv:
       copyOut(bp, s.dst, in, bytes);
@@ -98,12 +127,22 @@ Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s,
       reduceArrays(at(bp, s.dst), in, at(bp, s.src), s.count, bp.dtype, bp.op, s.finalize);
       break;
     case StepKind::RecvReduceSend:
-      reduceArrays(out, in, at(bp, s.src), s.count, bp.dtype, bp.op, s.finalize);
-      if (s.dst.valid()) copyOut(bp, s.dst, out, bytes);
+      if (direct) {
+        sendFrom = at(bp, s.dst);
+        reduceArrays(at(bp, s.dst), in, at(bp, s.src), s.count, bp.dtype, bp.op, s.finalize);
+      } else {
+        reduceArrays(out, in, at(bp, s.src), s.count, bp.dtype, bp.op, s.finalize);
+        if (s.dst.valid()) copyOut(bp, s.dst, out, bytes);
+      }
       break;
     case StepKind::RecvCopySend:
-      std::memcpy(out, in, bytes);
-      if (s.dst.valid()) copyOut(bp, s.dst, in, bytes);
+      if (direct) {
+        sendFrom = at(bp, s.dst);
+        copyOut(bp, s.dst, in, bytes);
+      } else {
+        std::memcpy(out, in, bytes);
+        if (s.dst.valid()) copyOut(bp, s.dst, in, bytes);
+      }
       break;
     case StepKind::Reduce:  // local: dst holds the running total and comes first (one-shot's bitwise order)
       reduceArrays(at(bp, s.dst), at(bp, s.dst), at(bp, s.src), s.count, bp.dtype, bp.op, s.finalize);
@@ -118,7 +157,13 @@ Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s,
       break;
     }
   }
-  if (sc) LOOM_TRY(sc->commitSend(bytes));
+  if (direct) {
+    uint64_t ticket = 0;
+    LOOM_TRY(sc->sendDirect(sendFrom, bytes, &ticket));
+    directSends_.push_back(DirectSend{sendFrom, sendFrom + bytes, sc, ticket, s.sendPeer});
+  } else if (sc) {
+    LOOM_TRY(sc->commitSend(bytes));
+  }
   if (rc) rc->releaseRecv();
   ls.waitingOn = Wait::None;
   *done = true;
@@ -165,6 +210,7 @@ Status PlanRunner::advance(bool* progressed) {
       drained = drained && d;
     }
     if (!lanesDone || !drained) return Status::Ok();
+    directSends_.clear();  // drained: every send of the plan is done
     if (work_->tracer) work_->tracer->operation(describePlan(bp), planStartNs_, nowNs());
     ++planIndex_;
     started_ = false;
@@ -202,18 +248,17 @@ Status PlanRunner::checkBlockedPeers() const {
   return Status::Ok();
 }
 
-void PlanRunner::collectPollFds(std::vector<pollfd>* fds) const {
-  if (done_ || !started_ || !work_->transports->hasSocketPeers()) return;
+void PlanRunner::collectWaits(WaitList* waits) const {
+  if (done_ || !started_ || !work_->transports->hasNetPeers()) return;
   const BoundPlan& bp = work_->plans[planIndex_];
   TransportSet& t = *work_->transports;
   for (size_t l = 0; l < lanes_.size(); ++l) {
     const LaneState& ls = lanes_[l];
-    if (ls.waitingOn != Wait::Recv) continue;
-    int fd = t.recv(ls.waitPeer, static_cast<int>(bp.plan->lanes[l].channel))->pollFd();
-    if (fd >= 0) fds->push_back(pollfd{fd, POLLIN, 0});
+    const int channel = static_cast<int>(bp.plan->lanes[l].channel);
+    if (ls.waitingOn == Wait::Recv) t.recv(ls.waitPeer, channel)->addWaits(waits);
+    if (ls.waitingOn == Wait::Send) t.send(ls.waitPeer, channel)->addWaits(waits);
   }
-  for (SendConnection* c : sendsUsed_)
-    if (c->pollFd() >= 0) fds->push_back(pollfd{c->pollFd(), POLLOUT, 0});
+  for (SendConnection* c : sendsUsed_) c->addWaits(waits);
 }
 
 void IdleWaiter::progressed() { lastProgress_ = nowNs(); }
@@ -228,13 +273,33 @@ void IdleWaiter::waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memory
       sched_yield();
     else
       cpuRelax();
-  } else if (!fds.empty()) {
-    // Sockets: sleep in poll, briefly when memory peers may also deliver (they ring the doorbell).
+  } else if (!fds.empty() || maxSleepUs < kPollOnlyNapUs) {
+    // Network connections: sleep in poll, briefly when memory peers may also deliver (they ring the
+    // doorbell), or nap as long as the connections allow.
     std::vector<pollfd> copy = fds;
-    ::poll(copy.data(), copy.size(), memoryPeers ? 1 : static_cast<int>(std::max<int64_t>(1, maxSleepUs / 1000)));
+    const int64_t us = std::min<int64_t>(maxSleepUs, memoryPeers ? 1000 : maxSleepUs);
+    const timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+    ::ppoll(copy.data(), copy.size(), &ts, nullptr);
   } else {
     sched_yield();
   }
+}
+
+Status stalledRunnerError(PlanRunner& runner, int64_t timeoutMs) {
+  Status timeout = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", runner.describeCurrent(),
+                               timeoutMs, runner.describeWaits());
+  TransportSet& t = *runner.work().transports;
+  if (!t.hasNetPeers()) return timeout;  // memory peers see the failure in this rank's segment at once
+  t.markFailed(timeout.message(), true);
+  const Deadline grace = Deadline::afterMs(std::min<int64_t>(kRootCauseGraceMs, timeoutMs / 4 + 1));
+  while (!grace.expired()) {
+    if (Status cause = runner.checkBlockedPeers(); !cause.ok()) return cause;
+    WaitList waits;
+    runner.collectWaits(&waits);
+    const timespec ts{0, 5'000'000};
+    ::ppoll(waits.fds.data(), waits.fds.size(), &ts, nullptr);
+  }
+  return timeout;
 }
 
 Status executeWork(std::vector<CommWork>& work, int* failedComm) {
@@ -252,7 +317,7 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
   IdleWaiter waiter(spinNs, yieldWhileSpinning);
   waiter.progressed();
   uint64_t lastHealthCheck = nowNs();
-  std::vector<pollfd> fds;
+  WaitList waits;
   Doorbell* bell = work.empty() ? nullptr : work[0].transports->bell();
   bool allDone = false;
   auto pass = [&](bool* progressed) -> Status {
@@ -287,18 +352,17 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
         Status st = runners[i].checkBlockedPeers();
         int64_t timeoutMs = work[i].timeoutMs;
         if (st.ok() && !runners[i].done() && timeoutMs > 0 && waiter.idleNs() > timeoutMs * 1000000)
-          st = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", runners[i].describeCurrent(),
-                           timeoutMs, runners[i].describeWaits());
+          st = stalledRunnerError(runners[i], timeoutMs);
         if (!st.ok()) {
           *failedComm = static_cast<int>(i);
           return st;
         }
       }
     }
-    fds.clear();
-    for (const PlanRunner& r : runners) r.collectPollFds(&fds);
+    waits.clear();
+    for (const PlanRunner& r : runners) r.collectWaits(&waits);
     // One thread driving several communicators cannot sleep on all their doorbells: nap briefly.
-    LOOM_TRY(waiter.idle(bell, fds, memoryPeers || work.size() > 1, work.size() > 1 ? 200 : 100000, pass, &progressed));
+    LOOM_TRY(waiter.idle(bell, waits, memoryPeers || work.size() > 1, work.size() > 1 ? 200 : 100000, pass, &progressed));
     if (allDone) return Status::Ok();
     if (progressed) waiter.progressed();
   }

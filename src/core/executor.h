@@ -1,11 +1,13 @@
 // The executor: runs plans over a rank's connections. Lanes of a plan progress independently and
 // without blocking; when nothing can move, the caller spins briefly, yields, and then sleeps on its
-// doorbell (or polls its sockets), so oversubscribed ranks leave the cores to the ranks that can work.
+// doorbell (or polls what its network connections name), so oversubscribed ranks leave the cores to
+// the ranks that can work.
 // A group may run plans of several communicators at once (one thread driving many ranks).
 #pragma once
 
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -72,7 +74,8 @@ class PlanRunner {
   // "lane 0 step 3/8 waits to receive from rank 2; ..." for timeout reports.
   std::string describeWaits() const;
   std::string describeCurrent() const;
-  void collectPollFds(std::vector<pollfd>* fds) const;
+  // What this runner's waits may sleep on (network connections; memory peers ring the doorbell).
+  void collectWaits(WaitList* waits) const;
   CommWork& work() const { return *work_; }
 
  private:
@@ -83,13 +86,25 @@ class PlanRunner {
     Wait waitingOn = Wait::None;
     int waitPeer = -1;
   };
+  // A direct send in flight reads [begin, end) of a buffer until its connection says it is done.
+  struct DirectSend {
+    const char* begin;
+    const char* end;
+    SendConnection* connection;
+    uint64_t ticket;
+    int peer;
+  };
   Status startPlan();
   Status tryStep(const BoundPlan& bp, const Lane& lane, const Step& s, LaneState& ls, bool* done);
+  // -1 when [dst, dst + bytes) may be written now, else the peer of a direct send still reading it.
+  int directSendReading(const char* dst, size_t bytes);
+
 
   CommWork* work_;
   size_t planIndex_ = 0;
   std::vector<LaneState> lanes_;
   std::vector<SendConnection*> sendsUsed_;  // flushed before a plan counts as complete
+  std::vector<DirectSend> directSends_;      // in flight; a step that writes what one reads waits for it
   bool started_ = false;
   bool done_ = false;
   uint64_t planStartNs_ = 0;
@@ -103,12 +118,14 @@ class IdleWaiter {
   int64_t idleNs() const;
   // Waits a little. Before sleeping on `bell` it announces itself and calls retry(&progressed) once
   // more (see doorbell.h); whatever that pass returns is returned, with *progressed set.
+  // `waits` names what network connections may be woken by, and how long they may be left alone.
   template <typename Retry>
-  Status idle(Doorbell* bell, const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs, Retry&& retry,
+  Status idle(Doorbell* bell, const WaitList& waits, bool memoryPeers, int64_t maxSleepUs, Retry&& retry,
               bool* progressed) {
     *progressed = false;
-    if (idleNs() < spinNs_ || !fds.empty() || !bell) {
-      waitWithoutDoorbell(fds, memoryPeers, maxSleepUs);
+    maxSleepUs = std::min(maxSleepUs, waits.maxSleepUs);
+    if (idleNs() < spinNs_ || !waits.fds.empty() || !bell) {
+      waitWithoutDoorbell(waits.fds, memoryPeers, maxSleepUs);
       return Status::Ok();
     }
     uint32_t seen = announceSleep(bell);
@@ -127,6 +144,11 @@ class IdleWaiter {
   bool yield_;
   uint64_t lastProgress_ = 0;
 };
+
+// The error of a runner that made no progress for timeoutMs. Network peers hear of this rank's failure
+// at once; then, for a short grace, a failure notice from a peer this rank waits on wins: it names the
+// root cause (a rank that waits on a rank cut off by a dead link would otherwise name the wrong rank).
+Status stalledRunnerError(PlanRunner& runner, int64_t timeoutMs);
 
 // Runs every CommWork's plans to completion. On failure returns the first error, with the operation,
 // the communicator and the step that failed in its message; *failedComm says which CommWork (or -1).

@@ -63,7 +63,7 @@ const char* transportName(const loomComm* comm, int peer) {
     case TransportKind::Self: return "self";
     case TransportKind::Local: return "local";
     case TransportKind::Shm: return "shm";
-    case TransportKind::Socket: return "net";
+    case TransportKind::Net: return "net";
   }
   return "?";
 }

@@ -148,8 +148,11 @@ Status planHost(const SystemGraph& host, std::span<const int> hostRanks, std::sp
       rec.channelNic[c] = c < channels ? channelNic[static_cast<size_t>(c)] : -1;
     }
     rec.nic = ownNic(host, placements[static_cast<size_t>(rank)]);
-    if (rec.nic >= 0)
-      std::snprintf(rec.nicName, sizeof rec.nicName, "%s", host.node(host.nics()[static_cast<size_t>(rec.nic)]).name.c_str());
+    if (rec.nic >= 0) {
+      const Node& nic = host.node(host.nics()[static_cast<size_t>(rec.nic)]);
+      std::snprintf(rec.nicName, sizeof rec.nicName, "%s", nic.name.c_str());
+      std::snprintf(rec.nicBusId, sizeof rec.nicBusId, "%s", nic.busId.c_str());
+    }
     rec.nics = nics;
     rec.ringGbs = static_cast<float>(search.ringBusGbs);
     rec.nicGbs = static_cast<float>(nicGbs);

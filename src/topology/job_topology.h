@@ -75,6 +75,7 @@ struct HostChannelRecord {
   float nicGbs = 0;                      // the slowest NIC the host's channels use, 0 unknown
   int32_t worstPath = 0;                 // the worst path class (PathType) between neighbours of its rings
   char nicName[32] = {};                 // the name of `nic`
+  char nicBusId[16] = {};                // its PCI address ("" when it has none)
 };
 
 // Between steps 1 and 2: the ranks of each host must have placed themselves in the same graph, or they
@@ -96,6 +97,7 @@ struct JobTopology {
                                               // empty for a job of one host
   std::vector<int> nicOf;                     // rank -> the NIC it uses (-1 none)
   std::vector<std::string> nicNameOf;         // rank -> that NIC's name ("" none)
+  std::vector<std::string> nicBusIdOf;        // rank -> that NIC's PCI address ("" none or unknown)
   std::vector<RankPlacement> placements;      // rank -> step 1's message
   int ranksPerHost = 0;                       // ranks of every host, when hosts hold equal contiguous blocks; else 0
   int nicsPerHost = 0;                        // the fewest NICs of any host

@@ -3,12 +3,32 @@
 // is known to both sides from their plans, and a disagreement is reported, never silently absorbed.
 #pragma once
 
+#include <poll.h>
+
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
 namespace loom {
+
+// What a thread that waits on some connections may sleep on: descriptors to poll, and the longest
+// it may sleep before it must look again (a connection that nothing can wake asks for short naps).
+// Memory connections add nothing: their peers ring the waiter's doorbell.
+struct WaitList {
+  std::vector<pollfd> fds;
+  int64_t maxSleepUs = INT64_MAX;
+
+  void add(int fd, short events) { fds.push_back(pollfd{fd, events, 0}); }
+  void capSleep(int64_t us) { maxSleepUs = std::min(maxSleepUs, us); }
+  void clear() {
+    fds.clear();
+    maxSleepUs = INT64_MAX;
+  }
+};
 
 class SendConnection {
  public:
@@ -17,13 +37,26 @@ class SendConnection {
   virtual void* trySendBuffer() = 0;
   // Hands the message written into the last trySendBuffer() result to the peer.
   virtual Status commitSend(size_t bytes) = 0;
-  // Pushes out data still queued on this side (socket); true when nothing remains queued.
+
+  // Direct sends (network connections whose provider reads the caller's memory): the message goes
+  // straight from the caller's buffer, which must stay unchanged until sendDone(ticket). A caller
+  // first asks directSendReady() (room for one more), prepares the data, then calls sendDirect.
+  // Connections that always copy (sendsDirect() false) are only used through trySendBuffer.
+  virtual bool sendsDirect() const { return false; }
+  virtual bool directSendReady() { return false; }
+  virtual Status sendDirect(const void* data, size_t bytes, uint64_t* ticket) {
+    (void)data, (void)bytes, (void)ticket;
+    return internalError("this connection has no direct sends");
+  }
+  virtual bool sendDone(uint64_t ticket) { return (void)ticket, true; }
+
+  // Pushes out data still queued on this side; true when nothing remains queued.
   virtual Status flush(bool* drained) {
     *drained = true;
     return Status::Ok();
   }
-  // A descriptor to poll for writability while data is queued, or -1.
-  virtual int pollFd() const { return -1; }
+  // What a thread waiting on this connection (for a free slot, a finished send or a flush) may sleep on.
+  virtual void addWaits(WaitList* waits) { (void)waits; }
   virtual size_t slotBytes() const = 0;
   // Best effort: tells the peer this rank failed and why, so its error can name the root cause.
   // Only the thread that drives this connection may call it.
@@ -38,7 +71,11 @@ class RecvConnection {
   virtual Status tryRecv(size_t expectedBytes, const void** data) = 0;
   // Gives the message's space back to the sender.
   virtual void releaseRecv() = 0;
-  virtual int pollFd() const { return -1; }
+  // What a thread waiting for the next message may sleep on.
+  virtual void addWaits(WaitList* waits) { (void)waits; }
+  // loomRemoteError when the peer is known to have failed (a failure notice waits among the
+  // messages that arrived, or the connection broke); cheap enough to ask while a wait is stalled.
+  virtual Status peerFailure() { return Status::Ok(); }
 };
 
 }  // namespace loom

@@ -11,7 +11,8 @@
 
 #include "base/log.h"
 #include "transport/memory_fifo.h"
-#include "transport/socket_connection.h"
+#include "transport/net/net_setup.h"
+#include "transport/net/provider_choice.h"
 
 namespace loom {
 
@@ -20,13 +21,13 @@ const char* transportKindName(TransportKind kind) {
     case TransportKind::Self: return "self";
     case TransportKind::Local: return "local";
     case TransportKind::Shm: return "shm";
-    case TransportKind::Socket: return "socket";
+    case TransportKind::Net: return "net";
   }
   return "?";
 }
 
 TransportKind selectTransport(const PeerLocation& a, const PeerLocation& b, const std::string& forced) {
-  if (forced == "socket" || a.hostHash != b.hostHash) return TransportKind::Socket;
+  if (forced == "net" || forced == "socket" || a.hostHash != b.hostHash) return TransportKind::Net;
   if (forced == "shm" || !a.sameProcess(b)) return TransportKind::Shm;
   return TransportKind::Local;
 }
@@ -47,6 +48,9 @@ bool isMemory(TransportKind k) { return k == TransportKind::Local || k == Transp
 TransportSet::~TransportSet() {
   for (int fd : pidfds_)
     if (fd >= 0) close(fd);
+  if (hasNetPeers_)
+    LOOM_INFO(Net, "rank {}: sent {} bytes over the network straight from the caller's buffers, {} through slots",
+              rank_, netCounters_.direct, netCounters_.slots);
 }
 
 namespace {
@@ -86,9 +90,13 @@ bool TransportSet::hasPeerInThisProcess() const {
 }
 
 std::string TransportSet::describePeer(int peer) const {
+  if (kinds_[peer] == TransportKind::Net && netProvider_)
+    return fmt::format("rank {} ({} pid {}, net:{})", peer, peers_[peer].hostname, peers_[peer].pid, netProvider_->name());
   return fmt::format("rank {} ({} pid {}, {})", peer, peers_[peer].hostname, peers_[peer].pid,
                      transportKindName(kinds_[peer]));
 }
+
+std::string TransportSet::netProviderName() const { return netProvider_ ? netProvider_->name() : ""; }
 
 Status TransportSet::create(PeerExchange& exchange, const std::vector<PeerLocation>& peers,
                             const TransportOptions& options, std::unique_ptr<TransportSet>* out) {
@@ -102,7 +110,7 @@ Status TransportSet::create(PeerExchange& exchange, const std::vector<PeerLocati
   t->kinds_.resize(t->nranks_);
   for (int p = 0; p < t->nranks_; ++p) {
     t->kinds_[p] = p == t->rank_ ? TransportKind::Self : selectTransport(peers[t->rank_], peers[p], options.forced);
-    if (t->kinds_[p] == TransportKind::Socket) t->hasSocketPeers_ = true;
+    if (t->kinds_[p] == TransportKind::Net) t->hasNetPeers_ = true;
   }
   size_t slots = static_cast<size_t>(t->nranks_) * options.nchannels;
   t->sends_.resize(slots);
@@ -112,7 +120,7 @@ Status TransportSet::create(PeerExchange& exchange, const std::vector<PeerLocati
   for (int p = 0; p < t->nranks_; ++p)
     if (t->kinds_[p] == TransportKind::Shm) t->pidfds_[p] = openPidfd(peers[p].pid);
   LOOM_TRY(t->setupMemory(exchange).withContext("shared-memory setup"));
-  LOOM_TRY(t->setupSockets(exchange).withContext("socket setup"));
+  LOOM_TRY(t->setupNet(exchange).withContext("network setup"));
   if (!t->bell_) {
     t->privateBell_ = std::make_unique<Doorbell>();
     t->bell_ = t->privateBell_.get();
@@ -174,30 +182,38 @@ Status TransportSet::setupMemory(PeerExchange& exchange) {
   return Status::Ok();
 }
 
-Status TransportSet::setupSockets(PeerExchange& exchange) {
-  if (!hasSocketPeers_) return Status::Ok();
-  // Connect out first (the kernel completes connections in the listen backlog), then accept.
-  int expected = 0;
-  for (int p = 0; p < nranks_; ++p) {
-    if (kinds_[p] != TransportKind::Socket) continue;
-    for (int c = 0; c < options_.nchannels; ++c) {
-      Socket s;
-      LOOM_TRY(exchange.connectData(p, c, &s).withContext(describePeer(p)));
-      sends_[index(p, c)] = std::make_unique<SocketSendConnection>(std::move(s), options_.nslots, options_.slotBytes, p);
-      ++expected;
-    }
-  }
-  for (int got = 0; got < expected;) {
-    Socket s;
-    int from = -1, tag = -1;
-    LOOM_TRY(exchange.acceptData(&s, &from, &tag));
-    if (kinds_[from] != TransportKind::Socket || tag < 0 || tag >= options_.nchannels || recvs_[index(from, tag)]) {
-      LOOM_WARN(Net, "rank {}: unexpected data connection from rank {} channel {}", rank_, from, tag);
-      continue;
-    }
-    recvs_[index(from, tag)] = std::make_unique<SocketRecvConnection>(std::move(s), options_.slotBytes, from);
-    ++got;
-  }
+Status TransportSet::chooseNetDevice(int* device) const {
+  const net::PreferredNic& nic = options_.netPreferred;
+  if (!options_.netDevice.empty() || (nic.name.empty() && nic.busId.empty()))
+    return net::chooseDevice(*netProvider_, options_.netDevice, device);
+  *device = net::findDevice(*netProvider_, nic);
+  if (*device >= 0) return Status::Ok();
+  LOOM_INFO(Net, "rank {}: network provider {} has no device for the topology's NIC {} ({}); taking its first",
+            rank_, netProvider_->name(), nic.name, nic.busId.empty() ? "no PCI address" : nic.busId);
+  return net::chooseDevice(*netProvider_, "", device);
+}
+
+Status TransportSet::setupNet(PeerExchange& exchange) {
+  if (!hasNetPeers_) return Status::Ok();
+  // A rank whose provider fails still joins the handle exchange, so that every rank reports it.
+  Status providerError = net::makeProvider({options_.netProvider, options_.netDevice}, &netProvider_);
+  int device = 0;
+  net::DeviceProperties props;
+  if (providerError.ok()) providerError = chooseNetDevice(&device);
+  if (providerError.ok()) providerError = netProvider_->deviceProperties(device, &props);
+  if (!providerError.ok()) netProvider_.reset();
+  net::NetLinks links;
+  links.nchannels = options_.nchannels;
+  links.nslots = options_.nslots;
+  links.slotBytes = options_.slotBytes;
+  links.direct = options_.netDirect ? net::directModeFor(props) : net::DirectMode::None;
+  links.timeoutMs = options_.timeoutMs;
+  std::vector<bool> netPeers(nranks_);
+  for (int p = 0; p < nranks_; ++p) netPeers[p] = kinds_[p] == TransportKind::Net;
+  LOOM_TRY(net::connectNetPeers(exchange, netProvider_.get(), providerError, device, netPeers, links, &netCounters_,
+                                &sends_, &recvs_));
+  LOOM_INFO(Net, "rank {}: network provider {} on device {} ({} Mb/s), sends {}", rank_, netProvider_->name(),
+            props.name, props.speedMbps, links.direct == net::DirectMode::None ? "through slots" : "straight from buffers");
   return Status::Ok();
 }
 
@@ -210,6 +226,11 @@ Status TransportSet::peerRecordedFailure(int peer) const {
 }
 
 Status TransportSet::peerHealth(int peer) const {
+  if (kinds_[peer] == TransportKind::Net) {
+    for (int c = 0; c < options_.nchannels; ++c)
+      if (Status st = recvs_[index(peer, c)]->peerFailure(); !st.ok()) return st.withContext(describePeer(peer));
+    return Status::Ok();
+  }
   if (!peerSegments_[peer]) return Status::Ok();
   // A recorded failure names its cause (often another rank), so it wins over a later exit.
   LOOM_TRY(peerRecordedFailure(peer));
@@ -218,11 +239,18 @@ Status TransportSet::peerHealth(int peer) const {
   return Status::Ok();
 }
 
-void TransportSet::markFailed(const std::string& reason, bool notifySockets) {
-  if (notifySockets)
+void TransportSet::markFailed(const std::string& reason, bool notifyNet) {
+  if (notifyNet && hasNetPeers_) {
+    // Every peer at once: one bounded drain for all notices, not one per connection.
+    std::vector<net::NetSendConnection*> connections;
     for (int p = 0; p < nranks_; ++p)
-      if (kinds_[p] == TransportKind::Socket)
-        for (int c = 0; c < options_.nchannels; ++c) sends_[index(p, c)]->notifyFailure(reason);
+      if (kinds_[p] == TransportKind::Net)
+        for (int c = 0; c < options_.nchannels; ++c)
+          if (sends_[index(p, c)]) connections.push_back(static_cast<net::NetSendConnection*>(sends_[index(p, c)].get()));
+    for (net::NetSendConnection* c : connections) c->postNotice(reason);
+    net::drainNotices(connections, net::kNoticeDrainMs);
+    for (net::NetSendConnection* c : connections) c->letGo();
+  }
   if (own_ && own_->header()->state.load() == static_cast<uint32_t>(SegmentState::Alive)) {
     std::snprintf(own_->header()->reason, sizeof(own_->header()->reason), "%s", reason.c_str());
     own_->header()->state.store(static_cast<uint32_t>(SegmentState::Failed), std::memory_order_release);

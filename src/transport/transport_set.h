@@ -1,7 +1,8 @@
 // All of one rank's connections in a communicator, chosen per peer by where the peer lives:
-// same process -> local (a heap segment shared by address), same host -> shm, else socket.
-// LOOM_TRANSPORT=shm|socket forces a slower transport for testing (shm for same-host peers,
-// socket for all). Nothing here knows which collective a message belongs to.
+// same process -> local (a heap segment shared by address), same host -> shm, else net (the network
+// layer, net/: one provider per communicator, chosen by TransportOptions::netProvider).
+// LOOM_TRANSPORT=shm|net forces a slower transport for testing (shm for same-host peers, net for
+// all; "socket" is the old name of net). Nothing here knows which collective a message belongs to.
 #pragma once
 
 #include <functional>
@@ -12,11 +13,14 @@
 #include "base/exchange.h"
 #include "transport/connection.h"
 #include "transport/doorbell.h"
+#include "transport/net/net_connection.h"
+#include "transport/net/net_setup.h"
+#include "transport/net/provider.h"
 #include "transport/segment.h"
 
 namespace loom {
 
-enum class TransportKind : uint8_t { Self, Local, Shm, Socket };
+enum class TransportKind : uint8_t { Self, Local, Shm, Net };
 const char* transportKindName(TransportKind kind);
 
 struct PeerLocation {
@@ -33,7 +37,14 @@ struct TransportOptions {
   int nchannels = 1;
   size_t nslots = 4;
   size_t slotBytes = 256 << 10;
-  std::string forced;  // "", "shm" or "socket"
+  std::string forced;       // "", "shm", "net" (or its old name "socket")
+  std::string netProvider;  // LOOM_NET: "" (the best available), socket, ucx or a plugin's name
+  std::string netDevice;    // the NIC, LOOM_SOCKET_IFNAME syntax ("" the topology's, below)
+  // The topology's NIC for this rank in a job of several hosts, taken when netDevice is "" and the
+  // provider has it; otherwise the provider's first device.
+  net::PreferredNic netPreferred;
+  bool netDirect = true;    // network sends may leave straight from the caller's buffers
+  int64_t timeoutMs = 0;    // connection setup (0: none)
   // Called on this rank's FIFO memory before anything touches it: the communicator places it on the
   // rank's NUMA node (topology/numa_binding.h); unset leaves it where it is first touched.
   std::function<void(void*, size_t)> placeMemory;
@@ -52,29 +63,33 @@ class TransportSet {
   TransportKind kind(int peer) const { return kinds_[peer]; }
   int nchannels() const { return options_.nchannels; }
   size_t slotBytes() const { return options_.slotBytes; }
-  bool hasSocketPeers() const { return hasSocketPeers_; }
+  bool hasNetPeers() const { return hasNetPeers_; }
   bool hasMemoryPeers() const { return own_ != nullptr; }
   // Whether another rank of this communicator lives in this process (threads), whatever transport
   // was forced between them.
   bool hasPeerInThisProcess() const;
   // This rank's doorbell: rung by peers on delivery and by loomCommAbort.
   Doorbell* bell() const { return bell_; }
-  // loomRemoteError naming the peer when it is known to have failed (memory peers only; socket
-  // peers report failure through their connections).
+  // loomRemoteError naming the peer when it is known to have failed: a memory peer's segment says so
+  // or its process exited, a net peer's failure notice arrived or its connection broke.
   Status peerHealth(int peer) const;
   // The failure a memory peer recorded in its segment (no system call: cheap enough per operation),
   // so that an operation does not start, and perhaps even complete, with a rank that already gave up.
   Status peerRecordedFailure(int peer) const;
-  // Marks this rank failed so that memory peers waiting on it give up, and wakes them. Socket peers
-  // are told too when `notifySockets` (only from the thread that drives the connections).
-  void markFailed(const std::string& reason, bool notifySockets);
+  // Marks this rank failed so that memory peers waiting on it give up, and wakes them. Net peers
+  // are told too when `notifyNet` (only from the thread that drives the connections).
+  void markFailed(const std::string& reason, bool notifyNet);
   std::string describePeer(int peer) const;
+  // The network provider's name ("" without net peers) and what left by which path (net/net_connection.h).
+  std::string netProviderName() const;
+  const net::SendCounters& netSendCounters() const { return netCounters_; }
 
  private:
   TransportSet() = default;
   size_t index(int peer, int channel) const { return static_cast<size_t>(peer) * options_.nchannels + channel; }
   Status setupMemory(PeerExchange& exchange);
-  Status setupSockets(PeerExchange& exchange);
+  Status setupNet(PeerExchange& exchange);
+  Status chooseNetDevice(int* device) const;
   std::vector<int> memoryPeersOf(int rank) const;
 
   int rank_ = 0;
@@ -82,7 +97,10 @@ class TransportSet {
   TransportOptions options_;
   std::vector<PeerLocation> peers_;
   std::vector<TransportKind> kinds_;
-  bool hasSocketPeers_ = false;
+  bool hasNetPeers_ = false;
+  // Declared before the connections: their comms may need the provider until they are gone.
+  std::unique_ptr<net::Provider> netProvider_;
+  net::SendCounters netCounters_;
   std::vector<std::unique_ptr<SendConnection>> sends_;
   std::vector<std::unique_ptr<RecvConnection>> recvs_;
   std::shared_ptr<Segment> own_;

@@ -186,8 +186,8 @@ std::string runProcesses(int nranks, const RunOptions& options, const RankBody& 
       ctx.launch = Launch::Processes;
       ctx.transport = transport;
       ctx.noteSlot = board.slot(r);
-      std::string msg;
-      if (shareUniqueIdFromRankZero(r, nranks, idPipe, &ctx.id, &msg)) msg = runBodyCatching(wrapped, ctx);
+      std::string msg = options.placeRank ? options.placeRank(r) : "";
+      if (msg.empty() && shareUniqueIdFromRankZero(r, nranks, idPipe, &ctx.id, &msg)) msg = runBodyCatching(wrapped, ctx);
       size_t off = 0;
       while (off < msg.size()) {
         ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);

@@ -43,6 +43,9 @@ struct RunOptions {
   int timeoutSec = 600;
   // Processes only: filled with each child's CPU time (user + system), in seconds.
   std::vector<double>* cpuSeconds = nullptr;
+  // Processes only: runs in each child right after fork, before anything else (e.g. moves the rank
+  // onto a simulated host, tests/hosts); a non-empty result fails the rank without running the body.
+  std::function<std::string(int rank)> placeRank;
 };
 
 // Makes a communicator for each rank (per launch), runs body, destroys the communicator. Returns ""

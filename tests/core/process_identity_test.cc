@@ -40,7 +40,7 @@ TEST(ProcessIdentity, APidAloneDoesNotMakeTheSameProcess) {
   EXPECT_EQ(selectTransport(here, otherNamespace, ""), TransportKind::Shm);
   EXPECT_FALSE(here.sameProcess(otherNamespace));
   const PeerLocation otherHost{8, 1, "far", 0x1234};
-  EXPECT_EQ(selectTransport(here, otherHost, ""), TransportKind::Socket);
+  EXPECT_EQ(selectTransport(here, otherHost, ""), TransportKind::Net);
 }
 
 }  // namespace

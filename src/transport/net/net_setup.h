@@ -1,0 +1,49 @@
+// Connects one rank to its network peers at communicator init: per (peer, channel) a send connection
+// to the peer and a receive connection from it. Each rank listens once per incoming connection, all
+// ranks exchange their handles (and the name of the provider they use, so that a mismatch is an error
+// naming the rank) with one allGather of the bootstrap, then every connect and accept is driven
+// together until all are up or the deadline passes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/exchange.h"
+#include "transport/net/net_connection.h"
+#include "transport/net/provider.h"
+
+namespace loom::net {
+
+struct NetLinks {
+  int nchannels = 1;
+  size_t nslots = 4;
+  size_t slotBytes = 0;
+  DirectMode direct = DirectMode::None;
+  int64_t timeoutMs = 0;  // 0: none
+};
+
+// `peers[q]` says whether rank q is reached over the network. On success `sends`/`recvs` (indexed
+// q * nchannels + c) hold the connections of every network peer. `provider` is null on a rank whose
+// provider failed to start: that rank still takes part in the exchange, so that every rank fails with
+// its error instead of waiting. `providerError` is that failure.
+Status connectNetPeers(PeerExchange& exchange, Provider* provider, const Status& providerError, int device,
+                       const std::vector<bool>& peers, const NetLinks& links, SendCounters* counters,
+                       std::vector<std::unique_ptr<SendConnection>>* sends,
+                       std::vector<std::unique_ptr<RecvConnection>>* recvs);
+
+// The first of the provider's devices whose name matches `spec` (LOOM_SOCKET_IFNAME syntax; "" takes the
+// provider's first device).
+Status chooseDevice(const Provider& provider, const std::string& spec, int* device);
+
+// The NIC the topology gives a rank (the one closest to its GPU or NUMA node, topology/job_topology.h).
+struct PreferredNic {
+  std::string name;   // the graph's name: the RDMA device's (mlx5_0) or else the interface's (eth0)
+  std::string busId;  // its PCI address ("0000:0c:00.0"), "" unknown
+};
+
+// The provider's device that is `nic`: the same name, or the same PCI function (an interface ib0 and
+// its RDMA device mlx5_0 are one NIC). -1 when the provider has no such device.
+int findDevice(const Provider& provider, const PreferredNic& nic);
+
+}  // namespace loom::net

@@ -1,0 +1,74 @@
+#include "transport/net/provider_choice.h"
+
+#include <strings.h>
+
+#include "base/log.h"
+#include "transport/net/plugin/plugin_provider.h"
+#include "transport/net/socket/socket_provider.h"
+#ifdef LOOM_HAVE_UCX
+#include "transport/net/ucx/ucx_provider.h"
+#endif
+
+namespace loom::net {
+
+namespace {
+
+Status makeSocket(std::unique_ptr<Provider>* out) {
+  socket::SocketConfig config;
+  LOOM_TRY(socket::readSocketConfig(&config));
+  return socket::SocketProvider::create(config, out);
+}
+
+Status makeUcx(const ProviderRequest& request, std::unique_ptr<Provider>* out, bool* reachesRdma) {
+#ifdef LOOM_HAVE_UCX
+  return ucx::UcxProvider::create(request.device, out, reachesRdma);
+#else
+  (void)request, (void)out, (void)reachesRdma;
+  return systemError("this build of Loom has no UCX (libucx-dev was not found when it was configured)");
+#endif
+}
+
+// A provider that starts but offers no device is as good as none.
+Status requireDevices(const std::unique_ptr<Provider>& provider) {
+  if (provider->deviceCount() > 0) return Status::Ok();
+  return systemError("network provider '{}' has no device", provider->name());
+}
+
+}  // namespace
+
+Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* out) {
+  const std::string& name = request.name;
+  if (!name.empty()) {
+    Status st;
+    if (strcasecmp(name.c_str(), "socket") == 0) {
+      st = makeSocket(out);
+    } else if (strcasecmp(name.c_str(), "ucx") == 0) {
+      bool rdma = false;
+      st = makeUcx(request, out, &rdma);
+    } else {
+      st = plugin::makePluginProvider(name, out);
+    }
+    if (st.ok()) st = requireDevices(*out);
+    return st.withContext("LOOM_NET=" + name);
+  }
+
+  // The best available, each failure logged.
+  Status st = plugin::makePluginProvider("", out);
+  if (st.ok() && (st = requireDevices(*out)).ok()) return Status::Ok();
+  if (st.code() != loomInvalidArgument)  // "no plugin configured or found" needs no warning
+    LOOM_WARN(Net, "no external net plugin: {}; trying the next provider", st.message());
+  bool rdma = false;
+  std::unique_ptr<Provider> ucx;
+  st = makeUcx(request, &ucx, &rdma);
+  if (st.ok() && rdma && (st = requireDevices(ucx)).ok()) {
+    *out = std::move(ucx);
+    return Status::Ok();
+  }
+  if (!st.ok())
+    LOOM_INFO(Net, "ucx not used: {}", st.message());
+  else
+    LOOM_INFO(Net, "ucx reaches no RDMA transport here; the socket provider serves TCP");
+  return makeSocket(out);
+}
+
+}  // namespace loom::net
