@@ -165,7 +165,8 @@ void AsyncEngine::admitLocked(Status* broken) {
 
 Status AsyncEngine::progressActive(bool* progressed) {
   for (size_t i = 0; i < active_.size();) {
-    LOOM_TRY(active_[i]->runner->advance(progressed));
+    if (Status st = active_[i]->runner->advance(progressed); !st.ok())
+      return explainPeerTimeout(*active_[i]->runner, st, active_[i]->work.timeoutMs);
     if (active_[i]->runner->done()) {
       finishTask(*active_[i], Status::Ok());
       std::lock_guard<std::mutex> lock(mutex_);
@@ -239,7 +240,7 @@ void AsyncEngine::run() {
       lastHealthCheck = nowNs();
       for (const auto& t : active_) {
         if (!st.ok()) break;
-        st = t->runner->checkBlockedPeers();
+        st = explainPeerTimeout(*t->runner, t->runner->checkBlockedPeers(), t->work.timeoutMs);
         if (st.ok() && t->work.timeoutMs > 0 && waiter.idleNs() > t->work.timeoutMs * 1000000)
           st = stalledRunnerError(*t->runner, t->work.timeoutMs);
       }

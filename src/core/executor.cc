@@ -285,21 +285,95 @@ void IdleWaiter::waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memory
   }
 }
 
-Status stalledRunnerError(PlanRunner& runner, int64_t timeoutMs) {
-  Status timeout = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", runner.describeCurrent(),
-                               timeoutMs, runner.describeWaits());
+int PlanRunner::blockedPeer() const {
+  if (done_ || !started_) return -1;
+  for (const LaneState& ls : lanes_)
+    if (ls.waitingOn != Wait::None && ls.waitPeer >= 0) return ls.waitPeer;
+  return -1;
+}
+
+namespace {
+
+// The ranks that stopped, as this rank's peers' notices tell it: a rank that timed out names the rank
+// it waited on; ranks that are waited on and said nothing (no notice, no recorded failure) stopped.
+// A peer that failed for a reason of its own (killed, aborted, an error) is returned as `cause`.
+struct WhoStopped {
+  Status cause = Status::Ok();
+  std::vector<int> silent;
+  std::vector<int> gaveUp;  // peers that timed out
+};
+
+WhoStopped whoStopped(const TransportSet& t, int ownWait) {
+  WhoStopped w;
+  std::vector<int> waitedOn{ownWait};
+  std::vector<bool> told(static_cast<size_t>(t.nranks()), false);
+  for (int p = 0; p < t.nranks(); ++p) {
+    if (p == t.rank()) continue;
+    const TransportSet::PeerNotice n = t.peerNotice(p);
+    if (!n.failed) continue;
+    told[static_cast<size_t>(p)] = true;
+    if (n.waitsOn < 0) {
+      if (w.cause.ok())
+        w.cause = errorStatus(loomRemoteError, "{} failed: {}", t.describePeer(p), n.reason.empty() ? "aborted" : n.reason);
+      continue;
+    }
+    w.gaveUp.push_back(p);
+    waitedOn.push_back(n.waitsOn);
+  }
+  for (int q : waitedOn)
+    if (q != t.rank() && q >= 0 && q < t.nranks() && !told[static_cast<size_t>(q)] &&
+        std::find(w.silent.begin(), w.silent.end(), q) == w.silent.end())
+      w.silent.push_back(q);
+  return w;
+}
+
+std::string joinRanks(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i) text += fmt::format("{}{}", i ? ", " : "", ranks[i]);
+  return text;
+}
+
+}  // namespace
+
+// In a ring or a pipeline every rank stalls within moments of the others once one rank is lost, and
+// each times out waiting on its neighbour, not on the lost rank. So a rank that gives up tells its
+// peers whom it waited on (at once: they may be waiting on it), then listens for a while: a peer that
+// failed for a reason of its own is the cause; otherwise the rank that the others wait on and that
+// said nothing is the one that stopped. `first` is what this rank saw: its own timeout or a peer's
+// "gave up waiting" notice.
+Status explainStall(PlanRunner& runner, const Status& first, bool ownTimeout, int64_t timeoutMs) {
   TransportSet& t = *runner.work().transports;
-  if (!t.hasNetPeers()) return timeout;  // memory peers see the failure in this rank's segment at once
-  t.markFailed(timeout.message(), true);
+  if (ownTimeout) t.markFailed(first.message(), true, runner.blockedPeer());
   const Deadline grace = Deadline::afterMs(std::min<int64_t>(kRootCauseGraceMs, timeoutMs / 4 + 1));
-  while (!grace.expired()) {
-    if (Status cause = runner.checkBlockedPeers(); !cause.ok()) return cause;
+  WhoStopped w;
+  for (;;) {
+    w = whoStopped(t, runner.blockedPeer());
+    if (!w.cause.ok()) return w.cause.withContext(runner.describeCurrent());
+    if (grace.expired()) break;
     WaitList waits;
     runner.collectWaits(&waits);
     const timespec ts{0, 5'000'000};
     ::ppoll(waits.fds.data(), waits.fds.size(), &ts, nullptr);
   }
-  return timeout;
+  // Only other ranks' notices make this more than this rank's own view (a cut-off rank hears nobody).
+  if (w.silent.empty() || w.gaveUp.empty()) return first;
+  std::string who;
+  for (int r : w.silent) who += (who.empty() ? "" : ", ") + t.describePeer(r);
+  return errorStatus(loomTimeout, "{}: {} stopped: ranks wait on it and it sent no failure notice (rank(s) {} gave "
+                     "up waiting, LOOM_TIMEOUT_MS {} ms); this rank: {}",
+                     runner.describeCurrent(), who, joinRanks(w.gaveUp), timeoutMs, first.message());
+}
+
+Status explainPeerTimeout(PlanRunner& runner, const Status& st, int64_t timeoutMs) {
+  if (st.code() != loomTimeout || !runner.work().transports->hasNetPeers()) return st;
+  return explainStall(runner, st, false, timeoutMs);
+}
+
+Status stalledRunnerError(PlanRunner& runner, int64_t timeoutMs) {
+  Status timeout = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", runner.describeCurrent(),
+                               timeoutMs, runner.describeWaits());
+  if (!runner.work().transports->hasNetPeers()) return timeout;  // memory peers see the failure in this rank's segment at once
+  return explainStall(runner, timeout, true, timeoutMs);
 }
 
 Status executeWork(std::vector<CommWork>& work, int* failedComm) {
@@ -324,6 +398,7 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
     allDone = true;
     for (size_t i = 0; i < runners.size(); ++i) {
       Status st = runners[i].advance(progressed);
+      st = explainPeerTimeout(runners[i], st, work[i].timeoutMs);
       if (!st.ok()) {
         *failedComm = static_cast<int>(i);
         return st;
@@ -351,6 +426,7 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
       for (size_t i = 0; i < runners.size(); ++i) {
         Status st = runners[i].checkBlockedPeers();
         int64_t timeoutMs = work[i].timeoutMs;
+        st = explainPeerTimeout(runners[i], st, timeoutMs);
         if (st.ok() && !runners[i].done() && timeoutMs > 0 && waiter.idleNs() > timeoutMs * 1000000)
           st = stalledRunnerError(runners[i], timeoutMs);
         if (!st.ok()) {

@@ -74,6 +74,8 @@ class PlanRunner {
   // "lane 0 step 3/8 waits to receive from rank 2; ..." for timeout reports.
   std::string describeWaits() const;
   std::string describeCurrent() const;
+  // The peer the first waiting lane waits on, -1 when none waits.
+  int blockedPeer() const;
   // What this runner's waits may sleep on (network connections; memory peers ring the doorbell).
   void collectWaits(WaitList* waits) const;
   CommWork& work() const { return *work_; }
@@ -145,10 +147,14 @@ class IdleWaiter {
   uint64_t lastProgress_ = 0;
 };
 
-// The error of a runner that made no progress for timeoutMs. Network peers hear of this rank's failure
-// at once; then, for a short grace, a failure notice from a peer this rank waits on wins: it names the
-// root cause (a rank that waits on a rank cut off by a dead link would otherwise name the wrong rank).
+// The error of a runner that made no progress for timeoutMs. Network peers hear at once whom this rank
+// waited on; then, for a short grace, it listens to its peers' notices: one that failed for a reason
+// of its own is the root cause, else the rank that the others waited on and that said nothing (in a
+// ring cut at one host every rank times out waiting on its neighbour, not on the lost rank).
 Status stalledRunnerError(PlanRunner& runner, int64_t timeoutMs);
+// `st` as it is, unless it is a network peer's "gave up waiting" notice (loomTimeout): then the same
+// search for the rank that stopped.
+Status explainPeerTimeout(PlanRunner& runner, const Status& st, int64_t timeoutMs);
 
 // Runs every CommWork's plans to completion. On failure returns the first error, with the operation,
 // the communicator and the step that failed in its message; *failedComm says which CommWork (or -1).

@@ -32,6 +32,7 @@ struct SegmentHeader {
   alignas(64) std::atomic<uint32_t> state{0};
   int32_t pid = 0;
   char reason[256] = {0};  // why the owner failed, written before state becomes Failed
+  int32_t waitsOn = -1;    // with it: the rank the owner gave up waiting for (a timeout), else -1
 };
 
 // Where everything lies inside a segment holding `nfifos` FIFOs of nslots x slotBytes.

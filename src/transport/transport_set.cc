@@ -222,7 +222,8 @@ Status TransportSet::peerRecordedFailure(int peer) const {
   if (!seg || seg->header()->state.load(std::memory_order_acquire) == static_cast<uint32_t>(SegmentState::Alive))
     return Status::Ok();
   std::string reason(seg->header()->reason, strnlen(seg->header()->reason, sizeof(seg->header()->reason)));
-  return errorStatus(loomRemoteError, "{} failed: {}", describePeer(peer), reason.empty() ? "aborted" : reason);
+  return errorStatus(seg->header()->waitsOn >= 0 ? loomTimeout : loomRemoteError, "{} failed: {}", describePeer(peer),
+                     reason.empty() ? "aborted" : reason);
 }
 
 Status TransportSet::peerHealth(int peer) const {
@@ -239,7 +240,23 @@ Status TransportSet::peerHealth(int peer) const {
   return Status::Ok();
 }
 
-void TransportSet::markFailed(const std::string& reason, bool notifyNet) {
+TransportSet::PeerNotice TransportSet::peerNotice(int peer) const {
+  PeerNotice n;
+  if (peer == rank_) return n;
+  if (kinds_[peer] == TransportKind::Net) {
+    for (int c = 0; c < options_.nchannels && !n.failed; ++c)
+      n.failed = static_cast<net::NetRecvConnection*>(recvs_[index(peer, c)].get())->notice(&n.waitsOn, &n.reason);
+    return n;
+  }
+  const std::shared_ptr<Segment>& seg = peerSegments_[peer];
+  if (!seg || seg->header()->state.load(std::memory_order_acquire) == static_cast<uint32_t>(SegmentState::Alive)) return n;
+  n.failed = true;
+  n.waitsOn = seg->header()->waitsOn;
+  n.reason.assign(seg->header()->reason, strnlen(seg->header()->reason, sizeof(seg->header()->reason)));
+  return n;
+}
+
+void TransportSet::markFailed(const std::string& reason, bool notifyNet, int waitsOn) {
   if (notifyNet && hasNetPeers_) {
     // Every peer at once: one bounded drain for all notices, not one per connection.
     std::vector<net::NetSendConnection*> connections;
@@ -247,12 +264,13 @@ void TransportSet::markFailed(const std::string& reason, bool notifyNet) {
       if (kinds_[p] == TransportKind::Net)
         for (int c = 0; c < options_.nchannels; ++c)
           if (sends_[index(p, c)]) connections.push_back(static_cast<net::NetSendConnection*>(sends_[index(p, c)].get()));
-    for (net::NetSendConnection* c : connections) c->postNotice(reason);
+    for (net::NetSendConnection* c : connections) c->postNotice(reason, waitsOn);
     net::drainNotices(connections, net::kNoticeDrainMs);
     for (net::NetSendConnection* c : connections) c->letGo();
   }
   if (own_ && own_->header()->state.load() == static_cast<uint32_t>(SegmentState::Alive)) {
     std::snprintf(own_->header()->reason, sizeof(own_->header()->reason), "%s", reason.c_str());
+    own_->header()->waitsOn = waitsOn;
     own_->header()->state.store(static_cast<uint32_t>(SegmentState::Failed), std::memory_order_release);
   }
   for (const auto& seg : peerSegments_)

@@ -77,8 +77,20 @@ class TransportSet {
   // so that an operation does not start, and perhaps even complete, with a rank that already gave up.
   Status peerRecordedFailure(int peer) const;
   // Marks this rank failed so that memory peers waiting on it give up, and wakes them. Net peers
-  // are told too when `notifyNet` (only from the thread that drives the connections).
-  void markFailed(const std::string& reason, bool notifyNet);
+  // are told too when `notifyNet` (only from the thread that drives the connections). `waitsOn`: the
+  // rank this one gave up waiting for, when it timed out (peers follow such notices to the rank that
+  // stopped); -1 for a failure of its own.
+  void markFailed(const std::string& reason, bool notifyNet, int waitsOn = -1);
+  // What `peer` told this rank about its failure, if it did (the segment of a memory peer; a notice
+  // that arrived behind the messages before it on a network connection).
+  struct PeerNotice {
+    bool failed = false;
+    int waitsOn = -1;  // >= 0: the peer timed out waiting on that rank
+    std::string reason;
+  };
+  PeerNotice peerNotice(int peer) const;
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
   std::string describePeer(int peer) const;
   // The network provider's name ("" without net peers) and what left by which path (net/net_connection.h).
   std::string netProviderName() const;

@@ -140,10 +140,12 @@ void NetSendConnection::addWaits(WaitList* waits) {
   if (comm_ && !queue_.empty()) comm_->addWaits(waits);
 }
 
-void NetSendConnection::postNotice(const std::string& reason) {
+void NetSendConnection::postNotice(const std::string& reason, int waitsOn) {
   if (!comm_ || !broken_.ok() || queue_.size() >= static_cast<size_t>(kMaxRequestsPerComm)) return;
   notice_.assign(slotBytes_ + kNoticeBytes, 0);
-  std::snprintf(notice_.data() + slotBytes_, kNoticeBytes, "%s", reason.c_str());
+  const int32_t on = waitsOn;
+  std::memcpy(notice_.data() + slotBytes_, &on, sizeof on);
+  std::snprintf(notice_.data() + slotBytes_ + kNoticeTextOffset, kNoticeBytes - kNoticeTextOffset, "%s", reason.c_str());
   if (!comm_->registerMemory(notice_.data(), notice_.size(), kHostPointers, &noticeRegion_).ok()) return;
   Outgoing o;
   o.data = notice_.data();
@@ -249,9 +251,33 @@ Status NetRecvConnection::testSlot(size_t i, bool* done) {
   return Status::Ok();
 }
 
+void NetRecvConnection::readNotice(size_t i, int* waitsOn, std::string* reason) const {
+  const char* at = buffer_.data() + i * (slotBytes_ + kNoticeBytes) + slotBytes_;
+  int32_t on = -1;
+  std::memcpy(&on, at, sizeof on);
+  *waitsOn = on;
+  const char* text = at + kNoticeTextOffset;
+  reason->assign(text, strnlen(text, kNoticeBytes - kNoticeTextOffset));
+}
+
 Status NetRecvConnection::noticeIn(size_t i) const {
-  const char* reason = buffer_.data() + i * (slotBytes_ + kNoticeBytes) + slotBytes_;
-  return errorStatus(loomRemoteError, "rank {} failed: {}", peer_, std::string(reason, strnlen(reason, kNoticeBytes)));
+  int waitsOn = -1;
+  std::string reason;
+  readNotice(i, &waitsOn, &reason);
+  return errorStatus(waitsOn >= 0 ? loomTimeout : loomRemoteError, "rank {} failed: {}", peer_, reason);
+}
+
+bool NetRecvConnection::notice(int* waitsOn, std::string* reason) {
+  for (uint64_t k = head_; k < posted_; ++k) {
+    const size_t i = k % nslots_;
+    bool done = false;
+    if (!testSlot(i, &done).ok() || !done) return false;
+    if (slots_[i].bytes > slotBytes_) {
+      readNotice(i, waitsOn, reason);
+      return true;
+    }
+  }
+  return false;
 }
 
 Status NetRecvConnection::tryRecv(size_t expectedBytes, const void** data) {

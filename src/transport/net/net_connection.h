@@ -20,8 +20,11 @@
 
 namespace loom::net {
 
-// The failure notice's reason text; a notice is slotBytes + kNoticeBytes long.
-inline constexpr size_t kNoticeBytes = 256;
+// A failure notice is slotBytes + kNoticeBytes long: longer than any message, so it cannot be mistaken
+// for one. Past the slot: the rank the sender waited on when it gave up (int32, -1 when it failed for a
+// reason of its own), 4 spare bytes, then the reason text.
+inline constexpr size_t kNoticeBytes = 1024;  // room for a chain of a few ranks' reasons
+inline constexpr size_t kNoticeTextOffset = 8;
 
 // Bytes that left one rank by each path (for LOOM_DEBUG=INFO and the tests): `direct` from the plan's
 // buffers, `slots` through staging slots (a copy, or a reduction's result computed there).
@@ -55,7 +58,8 @@ class NetSendConnection final : public SendConnection {
   // notifyFailure in three steps, so that a rank tells all its peers at once: queue the notice, push
   // until noticeDone() (all queued messages left, or the connection broke), then let go of the comm,
   // which stops the provider from reading the caller's buffers and tells the peer this side is gone.
-  void postNotice(const std::string& reason);
+  // `waitsOn`: the rank this one gave up waiting for (a timeout), -1 for a failure of its own.
+  void postNotice(const std::string& reason, int waitsOn = -1);
   bool noticeDone();
   void letGo();
   SendComm* comm() const { return comm_.get(); }
@@ -107,6 +111,8 @@ class NetRecvConnection final : public RecvConnection {
   void releaseRecv() override;
   void addWaits(WaitList* waits) override;
   Status peerFailure() override;
+  // The peer's failure notice, when one has arrived behind the messages before it: false otherwise.
+  bool notice(int* waitsOn, std::string* reason);
   RecvComm* comm() const { return comm_.get(); }
 
  private:
@@ -121,7 +127,10 @@ class NetRecvConnection final : public RecvConnection {
   Status postFree();
   // Tests slot i (posted, in order); *done when its message is complete.
   Status testSlot(size_t i, bool* done);
+  // The error a notice in slot i stands for: loomTimeout when the peer gave up waiting on another
+  // rank (the executor then looks for the rank everyone waits on), loomRemoteError otherwise.
   Status noticeIn(size_t i) const;
+  void readNotice(size_t i, int* waitsOn, std::string* reason) const;
 
   std::unique_ptr<RecvComm> comm_;
   size_t nslots_, slotBytes_;
