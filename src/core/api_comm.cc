@@ -15,6 +15,9 @@ using namespace loom;
 
 namespace {
 
+// How long loomCommDestroy waits for network peers to close too (TransportSet::closeNet).
+constexpr int64_t kNetGoodbyeMs = 2000;
+
 // Calls still leaving (a released operation recording its error) finish before the memory goes.
 void destroyComm(loomComm_t comm) {
   waitForCommCalls(comm);
@@ -170,7 +173,17 @@ LOOM_API loomResult_t loomCommFinalize(loomComm_t comm) {
 
 LOOM_API loomResult_t loomCommDestroy(loomComm_t comm) {
   if (!comm) return finishCall(nullptr, invalidArgument("loomCommDestroy: comm is NULL"));
-  { std::lock_guard<std::mutex> busy(comm->busy); }
+  {
+    std::lock_guard<std::mutex> busy(comm->busy);
+    if (comm->transports && comm->transports->hasNetPeers() && !comm->aborted.load()) {
+      comm->engine.reset();  // its queued operations end first; then nothing drives the connections beside us
+      if (comm->asyncError.load() == loomSuccess) {
+        // Network peers may still be reading what this rank sent last: wait for their goodbyes, a while.
+        const int64_t timeoutMs = comm->settings.timeoutMs;
+        comm->transports->closeNet(timeoutMs > 0 ? std::min<int64_t>(timeoutMs, kNetGoodbyeMs) : kNetGoodbyeMs);
+      }
+    }
+  }
   destroyComm(comm);
   return loomSuccess;
 }

@@ -44,6 +44,7 @@ Status PlanRunner::startPlan() {
   }
   lanes_.assign(bp.plan->lanes.size(), LaneState{});
   sendsUsed_.clear();
+  sendPeers_.clear();
   directSends_.clear();
   for (const Lane& lane : bp.plan->lanes)
     for (const Step& s : lane.steps)
@@ -51,6 +52,7 @@ Status PlanRunner::startPlan() {
         SendConnection* c = work_->transports->send(s.sendPeer, static_cast<int>(lane.channel));
         if (std::find(sendsUsed_.begin(), sendsUsed_.end(), c) == sendsUsed_.end()) {
           sendsUsed_.push_back(c);
+          sendPeers_.push_back(s.sendPeer);
           // A peer that already gave up (timeout, abort, error) fails this operation here, on every
           // rank, even when the messages it sent before giving up would let this rank finish.
           if (Status st = work_->transports->peerRecordedFailure(s.sendPeer); !st.ok())
@@ -203,10 +205,12 @@ Status PlanRunner::advance(bool* progressed) {
       if (ls.next < lane.steps.size()) lanesDone = false;
     }
     bool drained = true;
-    for (SendConnection* c : sendsUsed_) {
+    flushWaitPeer_ = -1;
+    for (size_t i = 0; i < sendsUsed_.size(); ++i) {
       bool d = true;
       // The description is formatted only on failure: this runs for every operation.
-      if (Status st = c->flush(&d); !st.ok()) return st.withContext(describePlan(bp));
+      if (Status st = sendsUsed_[i]->flush(&d); !st.ok()) return st.withContext(describePlan(bp));
+      if (!d && flushWaitPeer_ < 0) flushWaitPeer_ = sendPeers_[i];
       drained = drained && d;
     }
     if (!lanesDone || !drained) return Status::Ok();
@@ -235,6 +239,8 @@ std::string PlanRunner::describeWaits() const {
                         bp.plan->lanes[l].steps.size(), ls.waitingOn == Wait::Send ? "send to" : "receive from",
                         ls.waitPeer);
   }
+  if (text.empty() && flushWaitPeer_ >= 0)
+    text = fmt::format("every step done, its sends to rank {} have not all left", flushWaitPeer_);
   return text;
 }
 
@@ -289,7 +295,7 @@ int PlanRunner::blockedPeer() const {
   if (done_ || !started_) return -1;
   for (const LaneState& ls : lanes_)
     if (ls.waitingOn != Wait::None && ls.waitPeer >= 0) return ls.waitPeer;
-  return -1;
+  return flushWaitPeer_;
 }
 
 namespace {

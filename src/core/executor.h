@@ -106,6 +106,8 @@ class PlanRunner {
   size_t planIndex_ = 0;
   std::vector<LaneState> lanes_;
   std::vector<SendConnection*> sendsUsed_;  // flushed before a plan counts as complete
+  std::vector<int> sendPeers_;              // the peer of each of sendsUsed_
+  int flushWaitPeer_ = -1;                  // the first peer whose sends had not left at the last pass
   std::vector<DirectSend> directSends_;      // in flight; a step that writes what one reads waits for it
   bool started_ = false;
   bool done_ = false;

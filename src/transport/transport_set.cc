@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "transport/memory_fifo.h"
 #include "transport/net/net_setup.h"
@@ -254,6 +255,43 @@ TransportSet::PeerNotice TransportSet::peerNotice(int peer) const {
   n.waitsOn = seg->header()->waitsOn;
   n.reason.assign(seg->header()->reason, strnlen(seg->header()->reason, sizeof(seg->header()->reason)));
   return n;
+}
+
+void TransportSet::closeNet(int64_t maxWaitMs) {
+  if (!hasNetPeers_) return;
+  std::vector<net::NetSendConnection*> sends;
+  std::vector<net::NetRecvConnection*> recvs;
+  for (int p = 0; p < nranks_; ++p)
+    if (kinds_[p] == TransportKind::Net)
+      for (int c = 0; c < options_.nchannels; ++c) {
+        if (sends_[index(p, c)]) sends.push_back(static_cast<net::NetSendConnection*>(sends_[index(p, c)].get()));
+        // Ranks of this process (LOOM_TRANSPORT=net in tests) may be destroyed one after another by
+        // one thread: waiting for them would only delay it.
+        const bool sameProcess = peers_[p].processNonce == peers_[rank_].processNonce && peers_[p].pid == peers_[rank_].pid;
+        if (recvs_[index(p, c)] && !sameProcess)
+          recvs.push_back(static_cast<net::NetRecvConnection*>(recvs_[index(p, c)].get()));
+      }
+  for (net::NetSendConnection* c : sends) c->postNotice("closing", net::kClosingNotice);
+  net::drainNotices(sends, net::kNoticeDrainMs);
+  const Deadline deadline = Deadline::afterMs(maxWaitMs);
+  std::vector<bool> heard(recvs.size(), false);
+  size_t missing = recvs.size();
+  while (missing > 0 && !deadline.expired()) {
+    WaitList waits;
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      int waitsOn = 0;
+      std::string reason;
+      if (!heard[i] && recvs[i]->notice(&waitsOn, &reason)) heard[i] = true, --missing;
+      if (!heard[i]) recvs[i]->addWaits(&waits);
+    }
+    if (missing == 0) break;
+    const timespec ts{0, 2'000'000};
+    ::ppoll(waits.fds.data(), waits.fds.size(), &ts, nullptr);
+  }
+  if (missing > 0)
+    LOOM_INFO(Net, "rank {}: {} network connection(s) closed without the peer's goodbye after {} ms", rank_, missing,
+              maxWaitMs);
+  for (net::NetSendConnection* c : sends) c->letGo();
 }
 
 void TransportSet::markFailed(const std::string& reason, bool notifyNet, int waitsOn) {

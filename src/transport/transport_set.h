@@ -89,6 +89,13 @@ class TransportSet {
     std::string reason;
   };
   PeerNotice peerNotice(int peer) const;
+  // A normal close (loomCommDestroy of a healthy communicator): tells every network peer this rank is
+  // done and keeps the connections until each peer said the same, or `maxWaitMs` passed. A peer says
+  // so only once its own operations ended, so by then it has read all this rank sent; closing sooner
+  // can reset a connection whose last bytes the peer has not read yet (TCP answers data that reaches
+  // a closed socket with a reset, and the reset drops what was still queued), which a slow or lossy
+  // link makes likely.
+  void closeNet(int64_t maxWaitMs);
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   std::string describePeer(int peer) const;

@@ -264,20 +264,32 @@ Status NetRecvConnection::noticeIn(size_t i) const {
   int waitsOn = -1;
   std::string reason;
   readNotice(i, &waitsOn, &reason);
+  if (waitsOn == kClosingNotice)
+    return errorStatus(loomRemoteError, "rank {} closed its communicator while this rank still waited on it", peer_);
   return errorStatus(waitsOn >= 0 ? loomTimeout : loomRemoteError, "rank {} failed: {}", peer_, reason);
 }
 
 bool NetRecvConnection::notice(int* waitsOn, std::string* reason) {
+  size_t slot = 0;
+  if (!findNotice(&slot).ok() || slot == SIZE_MAX) return false;
+  readNotice(slot, waitsOn, reason);
+  return true;
+}
+
+Status NetRecvConnection::findNotice(size_t* slot) {
+  // Messages arrive in order: a notice is found only behind the messages that came before it.
+  *slot = SIZE_MAX;
   for (uint64_t k = head_; k < posted_; ++k) {
     const size_t i = k % nslots_;
     bool done = false;
-    if (!testSlot(i, &done).ok() || !done) return false;
+    LOOM_TRY(testSlot(i, &done));
+    if (!done) break;
     if (slots_[i].bytes > slotBytes_) {
-      readNotice(i, waitsOn, reason);
-      return true;
+      *slot = i;
+      break;
     }
   }
-  return false;
+  return Status::Ok();
 }
 
 Status NetRecvConnection::tryRecv(size_t expectedBytes, const void** data) {
@@ -309,16 +321,9 @@ void NetRecvConnection::releaseRecv() {
 void NetRecvConnection::addWaits(WaitList* waits) { comm_->addWaits(waits); }
 
 Status NetRecvConnection::peerFailure() {
-  // Messages arrive in order: a notice is found only behind the messages that came before it.
-  for (uint64_t k = head_; k < posted_; ++k) {
-    const size_t i = k % nslots_;
-    bool done = false;
-    Status st = testSlot(i, &done);
-    if (!st.ok()) return Status(loomRemoteError, st.message());
-    if (!done) break;
-    if (slots_[i].bytes > slotBytes_) return noticeIn(i);
-  }
-  return Status::Ok();
+  size_t slot = 0;
+  if (Status st = findNotice(&slot); !st.ok()) return Status(loomRemoteError, st.message());
+  return slot == SIZE_MAX ? Status::Ok() : noticeIn(slot);
 }
 
 }  // namespace loom::net

@@ -25,6 +25,8 @@ namespace loom::net {
 // reason of its own), 4 spare bytes, then the reason text.
 inline constexpr size_t kNoticeBytes = 1024;  // room for a chain of a few ranks' reasons
 inline constexpr size_t kNoticeTextOffset = 8;
+// The "waited on" field of a notice that says the sender closed its communicator normally.
+inline constexpr int kClosingNotice = -2;
 
 // Bytes that left one rank by each path (for LOOM_DEBUG=INFO and the tests): `direct` from the plan's
 // buffers, `slots` through staging slots (a copy, or a reduction's result computed there).
@@ -131,6 +133,8 @@ class NetRecvConnection final : public RecvConnection {
   // rank (the executor then looks for the rank everyone waits on), loomRemoteError otherwise.
   Status noticeIn(size_t i) const;
   void readNotice(size_t i, int* waitsOn, std::string* reason) const;
+  // The slot of a notice that arrived behind the messages before it, SIZE_MAX when none has.
+  Status findNotice(size_t* slot);
 
   std::unique_ptr<RecvComm> comm_;
   size_t nslots_, slotBytes_;

@@ -4,6 +4,7 @@
 #include <uct/api/uct.h>
 
 #include <cstring>
+#include <mutex>
 
 namespace loom::net::ucx {
 
@@ -16,6 +17,10 @@ Status ucxError(const char* call, ucs_status_t status) {
 }
 
 Status UcxWorker::create(const std::string& netDevices, std::shared_ptr<UcxWorker>* out) {
+  // One at a time in a process: UCX's context and worker setup queries its interfaces into memory it
+  // shares between contexts (ThreadSanitizer saw two communicators' inits race in it).
+  static std::mutex setupMutex;
+  std::lock_guard<std::mutex> lock(setupMutex);
   std::shared_ptr<UcxWorker> w(new UcxWorker());
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
