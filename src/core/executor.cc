@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/ranges.h>
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "kernels/cpu/stream_copy.h"
@@ -319,8 +321,7 @@ WhoStopped whoStopped(const TransportSet& t, int ownWait) {
     if (!n.failed) continue;
     told[static_cast<size_t>(p)] = true;
     if (n.waitsOn < 0) {
-      if (w.cause.ok())
-        w.cause = errorStatus(loomRemoteError, "{} failed: {}", t.describePeer(p), n.reason.empty() ? "aborted" : n.reason);
+      if (w.cause.ok()) w.cause = t.noticeError(p, n);
       continue;
     }
     w.gaveUp.push_back(p);
@@ -332,14 +333,6 @@ WhoStopped whoStopped(const TransportSet& t, int ownWait) {
       w.silent.push_back(q);
   return w;
 }
-
-std::string joinRanks(const std::vector<int>& ranks) {
-  std::string text;
-  for (size_t i = 0; i < ranks.size(); ++i) text += fmt::format("{}{}", i ? ", " : "", ranks[i]);
-  return text;
-}
-
-}  // namespace
 
 // In a ring or a pipeline every rank stalls within moments of the others once one rank is lost, and
 // each times out waiting on its neighbour, not on the lost rank. So a rank that gives up tells its
@@ -367,8 +360,10 @@ Status explainStall(PlanRunner& runner, const Status& first, bool ownTimeout, in
   for (int r : w.silent) who += (who.empty() ? "" : ", ") + t.describePeer(r);
   return errorStatus(loomTimeout, "{}: {} stopped: ranks wait on it and it sent no failure notice (rank(s) {} gave "
                      "up waiting, LOOM_TIMEOUT_MS {} ms); this rank: {}",
-                     runner.describeCurrent(), who, joinRanks(w.gaveUp), timeoutMs, first.message());
+                     runner.describeCurrent(), who, fmt::join(w.gaveUp, ", "), timeoutMs, first.message());
 }
+
+}  // namespace
 
 Status explainPeerTimeout(PlanRunner& runner, const Status& st, int64_t timeoutMs) {
   if (st.code() != loomTimeout || !runner.work().transports->hasNetPeers()) return st;

@@ -218,14 +218,23 @@ Status TransportSet::setupNet(PeerExchange& exchange) {
   return Status::Ok();
 }
 
-Status TransportSet::peerRecordedFailure(int peer) const {
+TransportSet::PeerNotice TransportSet::segmentNotice(int peer) const {
+  PeerNotice n;
   const std::shared_ptr<Segment>& seg = peerSegments_[peer];
-  if (!seg || seg->header()->state.load(std::memory_order_acquire) == static_cast<uint32_t>(SegmentState::Alive))
-    return Status::Ok();
-  std::string reason(seg->header()->reason, strnlen(seg->header()->reason, sizeof(seg->header()->reason)));
-  return errorStatus(seg->header()->waitsOn >= 0 ? loomTimeout : loomRemoteError, "{} failed: {}", describePeer(peer),
-                     reason.empty() ? "aborted" : reason);
+  if (!seg || seg->header()->state.load(std::memory_order_acquire) == static_cast<uint32_t>(SegmentState::Alive)) return n;
+  n.failed = true;
+  n.waitsOn = seg->header()->waitsOn;
+  n.reason.assign(seg->header()->reason, strnlen(seg->header()->reason, sizeof(seg->header()->reason)));
+  return n;
 }
+
+Status TransportSet::noticeError(int peer, const PeerNotice& notice) const {
+  if (!notice.failed) return Status::Ok();
+  return errorStatus(notice.waitsOn >= 0 ? loomTimeout : loomRemoteError, "{} failed: {}", describePeer(peer),
+                     notice.reason.empty() ? "aborted" : notice.reason);
+}
+
+Status TransportSet::peerRecordedFailure(int peer) const { return noticeError(peer, segmentNotice(peer)); }
 
 Status TransportSet::peerHealth(int peer) const {
   if (kinds_[peer] == TransportKind::Net) {
@@ -244,34 +253,32 @@ Status TransportSet::peerHealth(int peer) const {
 TransportSet::PeerNotice TransportSet::peerNotice(int peer) const {
   PeerNotice n;
   if (peer == rank_) return n;
-  if (kinds_[peer] == TransportKind::Net) {
-    for (int c = 0; c < options_.nchannels && !n.failed; ++c)
-      n.failed = static_cast<net::NetRecvConnection*>(recvs_[index(peer, c)].get())->notice(&n.waitsOn, &n.reason);
-    return n;
-  }
-  const std::shared_ptr<Segment>& seg = peerSegments_[peer];
-  if (!seg || seg->header()->state.load(std::memory_order_acquire) == static_cast<uint32_t>(SegmentState::Alive)) return n;
-  n.failed = true;
-  n.waitsOn = seg->header()->waitsOn;
-  n.reason.assign(seg->header()->reason, strnlen(seg->header()->reason, sizeof(seg->header()->reason)));
+  if (kinds_[peer] != TransportKind::Net) return segmentNotice(peer);
+  for (int c = 0; c < options_.nchannels && !n.failed; ++c)
+    n.failed = static_cast<net::NetRecvConnection*>(recvs_[index(peer, c)].get())->notice(&n.waitsOn, &n.reason);
   return n;
+}
+
+std::vector<net::NetSendConnection*> TransportSet::netSends() const {
+  std::vector<net::NetSendConnection*> sends;
+  for (int p = 0; p < nranks_; ++p)
+    if (kinds_[p] == TransportKind::Net)
+      for (int c = 0; c < options_.nchannels; ++c)
+        if (sends_[index(p, c)]) sends.push_back(static_cast<net::NetSendConnection*>(sends_[index(p, c)].get()));
+  return sends;
 }
 
 void TransportSet::closeNet(int64_t maxWaitMs) {
   if (!hasNetPeers_) return;
-  std::vector<net::NetSendConnection*> sends;
+  const std::vector<net::NetSendConnection*> sends = netSends();
   std::vector<net::NetRecvConnection*> recvs;
   for (int p = 0; p < nranks_; ++p)
-    if (kinds_[p] == TransportKind::Net)
-      for (int c = 0; c < options_.nchannels; ++c) {
-        if (sends_[index(p, c)]) sends.push_back(static_cast<net::NetSendConnection*>(sends_[index(p, c)].get()));
-        // Ranks of this process (LOOM_TRANSPORT=net in tests) may be destroyed one after another by
-        // one thread: waiting for them would only delay it.
-        const bool sameProcess = peers_[p].processNonce == peers_[rank_].processNonce && peers_[p].pid == peers_[rank_].pid;
-        if (recvs_[index(p, c)] && !sameProcess)
-          recvs.push_back(static_cast<net::NetRecvConnection*>(recvs_[index(p, c)].get()));
-      }
-  for (net::NetSendConnection* c : sends) c->postNotice("closing", net::kClosingNotice);
+    // Ranks of this process (LOOM_TRANSPORT=net in tests) may be destroyed one after another by one
+    // thread: waiting for them would only delay it.
+    if (kinds_[p] == TransportKind::Net && !peers_[p].sameProcess(peers_[rank_]))
+      for (int c = 0; c < options_.nchannels; ++c)
+        if (recvs_[index(p, c)]) recvs.push_back(static_cast<net::NetRecvConnection*>(recvs_[index(p, c)].get()));
+  for (net::NetSendConnection* c : sends) c->postNotice("closed its communicator (loomCommDestroy)", net::kClosingNotice);
   net::drainNotices(sends, net::kNoticeDrainMs);
   const Deadline deadline = Deadline::afterMs(maxWaitMs);
   std::vector<bool> heard(recvs.size(), false);
@@ -297,11 +304,7 @@ void TransportSet::closeNet(int64_t maxWaitMs) {
 void TransportSet::markFailed(const std::string& reason, bool notifyNet, int waitsOn) {
   if (notifyNet && hasNetPeers_) {
     // Every peer at once: one bounded drain for all notices, not one per connection.
-    std::vector<net::NetSendConnection*> connections;
-    for (int p = 0; p < nranks_; ++p)
-      if (kinds_[p] == TransportKind::Net)
-        for (int c = 0; c < options_.nchannels; ++c)
-          if (sends_[index(p, c)]) connections.push_back(static_cast<net::NetSendConnection*>(sends_[index(p, c)].get()));
+    const std::vector<net::NetSendConnection*> connections = netSends();
     for (net::NetSendConnection* c : connections) c->postNotice(reason, waitsOn);
     net::drainNotices(connections, net::kNoticeDrainMs);
     for (net::NetSendConnection* c : connections) c->letGo();

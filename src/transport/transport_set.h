@@ -89,6 +89,9 @@ class TransportSet {
     std::string reason;
   };
   PeerNotice peerNotice(int peer) const;
+  // The error a notice stands for (Ok when the peer has not failed): loomTimeout when the peer gave up
+  // waiting on another rank, loomRemoteError otherwise.
+  Status noticeError(int peer, const PeerNotice& notice) const;
   // A normal close (loomCommDestroy of a healthy communicator): tells every network peer this rank is
   // done and keeps the connections until each peer said the same, or `maxWaitMs` passed. A peer says
   // so only once its own operations ended, so by then it has read all this rank sent; closing sooner
@@ -109,6 +112,8 @@ class TransportSet {
   Status setupMemory(PeerExchange& exchange);
   Status setupNet(PeerExchange& exchange);
   Status chooseNetDevice(int* device) const;
+  PeerNotice segmentNotice(int peer) const;  // a memory peer's failure record
+  std::vector<net::NetSendConnection*> netSends() const;
   std::vector<int> memoryPeersOf(int rank) const;
 
   int rank_ = 0;

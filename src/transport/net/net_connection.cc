@@ -264,8 +264,6 @@ Status NetRecvConnection::noticeIn(size_t i) const {
   int waitsOn = -1;
   std::string reason;
   readNotice(i, &waitsOn, &reason);
-  if (waitsOn == kClosingNotice)
-    return errorStatus(loomRemoteError, "rank {} closed its communicator while this rank still waited on it", peer_);
   return errorStatus(waitsOn >= 0 ? loomTimeout : loomRemoteError, "rank {} failed: {}", peer_, reason);
 }
 

@@ -25,7 +25,8 @@ namespace loom::net {
 // reason of its own), 4 spare bytes, then the reason text.
 inline constexpr size_t kNoticeBytes = 1024;  // room for a chain of a few ranks' reasons
 inline constexpr size_t kNoticeTextOffset = 8;
-// The "waited on" field of a notice that says the sender closed its communicator normally.
+// The "waited on" field of a notice that says the sender closed its communicator normally (its reason
+// says so too, so that it reads like any other failure to a rank still waiting on it).
 inline constexpr int kClosingNotice = -2;
 
 // Bytes that left one rank by each path (for LOOM_DEBUG=INFO and the tests): `direct` from the plan's
