@@ -70,11 +70,20 @@ def coalesced(n, r):
         expect_equal(outs[1], torch.tensor([r * n * (n + 1) // 2]), "int")
 
     def all_gather_coalesced():
-        outs = [[torch.zeros(2) for _ in range(n)], [torch.zeros(1) for _ in range(n)]]
-        dist.all_gather_coalesced(outs, [torch.full((2,), float(r)), torch.tensor([r * 3.0])])
-        for q in range(n):
-            expect_equal(outs[0][q], torch.full((2,), float(q)), f"first list part {q}")
-            expect_equal(outs[1][q], torch.tensor([q * 3.0]), f"second list part {q}")
+        # torch's layout: outs[q][i] is rank q's input i. With as many inputs as ranks and equal
+        # sizes, a transposed reading ([i][q]) would fill every tensor and go unnoticed but for values.
+        for sizes in ([2, 1], [3] * n):
+            ins = [torch.full((s,), float(r * 10 + i)) for i, s in enumerate(sizes)]
+            outs = [[torch.zeros(s) for s in sizes] for _ in range(n)]
+            dist.all_gather_coalesced(outs, ins)
+            for q in range(n):
+                for i, s in enumerate(sizes):
+                    expect_equal(outs[q][i], torch.full((s,), float(q * 10 + i)), f"sizes {sizes}: rank {q} input {i}")
+        # the other layout, [input][rank], is refused with a message naming the expected one
+        if n != 2:
+            wrong = [[torch.zeros(2) for _ in range(n)], [torch.zeros(1) for _ in range(n)]]
+            expect_runtime_error(lambda: dist.all_gather_coalesced(wrong, [torch.zeros(2), torch.zeros(1)]),
+                                 "one per rank")
 
     f.case("all_reduce_coalesced", all_reduce_coalesced)
     f.case("all_gather_into_tensor_coalesced", all_gather_into_tensor_coalesced)

@@ -76,6 +76,12 @@ class LoomBackend : public c10d::Backend {
   static std::string libraryPath();
 
  private:
+  // All-gathers of several inputs; perInput[i][r] receives rank r's inputs[i] (the layout of
+  // allgather; allgather_coalesced's lists are transposed: [r][i]).
+  c10::intrusive_ptr<c10d::Work> allgatherPerInput(const std::vector<std::vector<at::Tensor>>& perInput,
+                                                   std::vector<at::Tensor>& inputs, c10d::OpType type,
+                                                   const c10d::AllgatherOptions& opts);
+
   // One operation as the Work sees it.
   struct Op {
     c10d::OpType type;

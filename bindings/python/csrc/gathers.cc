@@ -23,20 +23,36 @@ WorkPtr LoomBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::Bro
 
 WorkPtr LoomBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                const c10d::AllgatherOptions& opts) {
-  return allgather_coalesced(outputs, inputs, opts);
+  TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(), "Loom allgather: ", outputs.size(),
+              " output lists for ", inputs.size(), " inputs");
+  return allgatherPerInput(outputs, inputs, inputs.size() == 1 ? OpType::ALLGATHER : OpType::ALLGATHER_COALESCED, opts);
 }
 
+// torch's all_gather_coalesced: output_tensor_lists[r][i] is rank r's input_tensor_list[i].
 WorkPtr LoomBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
                                          std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(outputLists.size() == inputs.size() && !inputs.empty(), "Loom allgather: ", outputLists.size(),
-              " output lists for ", inputs.size(), " inputs");
-  c10::Device device = CallDevice("allgather").add(inputs).add(outputLists).device();
-  Op op{inputs.size() == 1 ? OpType::ALLGATHER : OpType::ALLGATHER_COALESCED, opts.timeout, {}, {}, {}, device};
+  TORCH_CHECK(!inputs.empty(), "Loom allgather_coalesced: no input tensors");
+  TORCH_CHECK(outputLists.size() == static_cast<size_t>(size_), "Loom allgather_coalesced: ", outputLists.size(),
+              " output lists, expected one per rank (", size_, ")");
+  std::vector<std::vector<at::Tensor>> perInput(inputs.size());
+  for (size_t r = 0; r < outputLists.size(); ++r) {
+    TORCH_CHECK(outputLists[r].size() == inputs.size(), "Loom allgather_coalesced: the output list for rank ", r,
+                " has ", outputLists[r].size(), " tensors, expected one per input (", inputs.size(), ")");
+    for (size_t i = 0; i < inputs.size(); ++i) perInput[i].push_back(outputLists[r][i]);
+  }
+  return allgatherPerInput(perInput, inputs, OpType::ALLGATHER_COALESCED, opts);
+}
+
+WorkPtr LoomBackend::allgatherPerInput(const std::vector<std::vector<at::Tensor>>& perInput,
+                                       std::vector<at::Tensor>& inputs, OpType type,
+                                       const c10d::AllgatherOptions& opts) {
+  c10::Device device = CallDevice("allgather").add(inputs).add(perInput).device();
+  Op op{type, opts.timeout, {}, {}, {}, device};
   std::vector<std::pair<at::Tensor, at::Tensor>> bufs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    checkList(outputLists[i], inputs[i], static_cast<size_t>(size_), "allgather");
-    bufs.emplace_back(op.staging.input(inputs[i]), op.staging.outputList(outputLists[i]));
-    op.outputs.insert(op.outputs.end(), outputLists[i].begin(), outputLists[i].end());
+    checkList(perInput[i], inputs[i], static_cast<size_t>(size_), "allgather");
+    bufs.emplace_back(op.staging.input(inputs[i]), op.staging.outputList(perInput[i]));
+    op.outputs.insert(op.outputs.end(), perInput[i].begin(), perInput[i].end());
   }
   return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
     grouped([&] {
