@@ -41,15 +41,19 @@ Status initRank(loomComm_t* out, int nranks, const loomUniqueId& id, int rank, c
 extern "C" {
 
 LOOM_API loomResult_t loomGetVersion(int* version) {
-  if (!version) return finishCall(nullptr, invalidArgument("loomGetVersion: version is NULL"));
-  *version = LOOM_VERSION_CODE;
-  return loomSuccess;
+  return apiCall(nullptr, [&]() -> Status {
+    if (!version) return invalidArgument("loomGetVersion: version is NULL");
+    *version = LOOM_VERSION_CODE;
+    return Status::Ok();
+  });
 }
 
 LOOM_API loomResult_t loomGetMemoryKinds(int* kinds) {
-  if (!kinds) return finishCall(nullptr, invalidArgument("loomGetMemoryKinds: kinds is NULL"));
-  *kinds = LOOM_MEMORY_HOST | (device::cudaUsable() ? LOOM_MEMORY_CUDA : 0);
-  return loomSuccess;
+  return apiCall(nullptr, [&]() -> Status {
+    if (!kinds) return invalidArgument("loomGetMemoryKinds: kinds is NULL");
+    *kinds = LOOM_MEMORY_HOST | (device::cudaUsable() ? LOOM_MEMORY_CUDA : 0);
+    return Status::Ok();
+  });
 }
 
 LOOM_API const char* loomGetErrorString(loomResult_t result) {
@@ -108,7 +112,7 @@ LOOM_API loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* de
     for (int i = 0; i < ndev; ++i) {
       if (results[i].ok()) continue;
       for (int j = 0; j < ndev; ++j) {
-        destroyComm(comms[j]);
+        if (comms[j]) destroyComm(comms[j]);  // a rank whose init failed left no communicator
         comms[j] = nullptr;
       }
       return results[i].withContext(fmt::format("loomCommInitAll rank {}", i));
@@ -171,61 +175,75 @@ LOOM_API loomResult_t loomCommFinalize(loomComm_t comm) {
   });
 }
 
+// Destroy and abort are guarded without the communicator: they wait until no call guarded on it is in
+// flight, and then free it.
 LOOM_API loomResult_t loomCommDestroy(loomComm_t comm) {
-  if (!comm) return finishCall(nullptr, invalidArgument("loomCommDestroy: comm is NULL"));
-  {
-    std::lock_guard<std::mutex> busy(comm->busy);
-    if (comm->transports && comm->transports->hasNetPeers() && !comm->aborted.load()) {
-      comm->engine.reset();  // its queued operations end first; then nothing drives the connections beside us
-      if (comm->asyncError.load() == loomSuccess) {
-        // Network peers may still be reading what this rank sent last: wait for their goodbyes, a while.
-        const int64_t timeoutMs = comm->settings.timeoutMs;
-        comm->transports->closeNet(timeoutMs > 0 ? std::min<int64_t>(timeoutMs, kNetGoodbyeMs) : kNetGoodbyeMs);
+  return apiCall(nullptr, [&]() -> Status {
+    if (!comm) return invalidArgument("loomCommDestroy: comm is NULL");
+    {
+      std::lock_guard<std::mutex> busy(comm->busy);
+      if (comm->transports && comm->transports->hasNetPeers() && !comm->aborted.load()) {
+        comm->engine.reset();  // its queued operations end first; then nothing drives the connections beside us
+        if (comm->asyncError.load() == loomSuccess) {
+          // Network peers may still be reading what this rank sent last: wait for their goodbyes, a while.
+          const int64_t timeoutMs = comm->settings.timeoutMs;
+          comm->transports->closeNet(timeoutMs > 0 ? std::min<int64_t>(timeoutMs, kNetGoodbyeMs) : kNetGoodbyeMs);
+        }
       }
     }
-  }
-  destroyComm(comm);
-  return loomSuccess;
+    destroyComm(comm);
+    return Status::Ok();
+  });
 }
 
 LOOM_API loomResult_t loomCommAbort(loomComm_t comm) {
-  if (!comm) return finishCall(nullptr, invalidArgument("loomCommAbort: comm is NULL"));
-  comm->aborted.store(true);
-  Status reason(loomRemoteError, comm->describe() + " was aborted");
-  markCommFailed(comm, reason, false);
-  // Wait for a running operation to notice the abort and leave, then tell socket peers and free.
-  {
-    std::lock_guard<std::mutex> busy(comm->busy);
-    comm->engine.reset();
-    if (comm->transports) comm->transports->markFailed(reason.message(), true);
-  }
-  destroyComm(comm);
-  return loomSuccess;
+  return apiCall(nullptr, [&]() -> Status {
+    if (!comm) return invalidArgument("loomCommAbort: comm is NULL");
+    comm->aborted.store(true);
+    Status reason(loomRemoteError, comm->describe() + " was aborted");
+    markCommFailed(comm, reason, false);
+    // Wait for a running operation to notice the abort and leave, then tell socket peers and free.
+    {
+      std::lock_guard<std::mutex> busy(comm->busy);
+      comm->engine.reset();
+      if (comm->transports) comm->transports->markFailed(reason.message(), true);
+    }
+    destroyComm(comm);
+    return Status::Ok();
+  });
 }
 
 LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError) {
-  if (!comm || !asyncError) return finishCall(comm, invalidArgument("loomCommGetAsyncError: NULL argument"));
-  if (comm->device) comm->device->poll();  // a finished plan kernel whose lanes failed fails the communicator now
-  *asyncError = static_cast<loomResult_t>(comm->asyncError.load());
-  return loomSuccess;
+  return apiCall(comm, [&]() -> Status {
+    if (!comm || !asyncError) return invalidArgument("loomCommGetAsyncError: NULL argument");
+    if (comm->device) comm->device->poll();  // a finished plan kernel whose lanes failed fails the communicator now
+    *asyncError = static_cast<loomResult_t>(comm->asyncError.load());
+    return Status::Ok();
+  });
 }
 
 LOOM_API loomResult_t loomCommCount(const loomComm_t comm, int* count) {
-  if (!comm || !count) return finishCall(comm, invalidArgument("loomCommCount: NULL argument"));
-  *count = comm->nranks;
-  return loomSuccess;
+  return apiCall(comm, [&]() -> Status {
+    if (!comm || !count) return invalidArgument("loomCommCount: NULL argument");
+    *count = comm->nranks;
+    return Status::Ok();
+  });
 }
 
 LOOM_API loomResult_t loomCommCuDevice(const loomComm_t comm, int* device) {
-  if (!comm || !device) return finishCall(comm, invalidArgument("loomCommCuDevice: NULL argument"));
-  *device = comm->cudaDevice;
-  return loomSuccess;
+  return apiCall(comm, [&]() -> Status {
+    if (!comm || !device) return invalidArgument("loomCommCuDevice: NULL argument");
+    *device = comm->cudaDevice;
+    return Status::Ok();
+  });
 }
 
 LOOM_API loomResult_t loomCommUserRank(const loomComm_t comm, int* rank) {
-  if (!comm || !rank) return finishCall(comm, invalidArgument("loomCommUserRank: NULL argument"));
-  *rank = comm->rank;
-  return loomSuccess;
+  return apiCall(comm, [&]() -> Status {
+    if (!comm || !rank) return invalidArgument("loomCommUserRank: NULL argument");
+    *rank = comm->rank;
+    return Status::Ok();
+  });
 }
 
 LOOM_API loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t* op, void* scalar, loomDataType_t datatype,
@@ -271,28 +289,26 @@ LOOM_API loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm) {
 extern "C" {
 
 LOOM_API loomResult_t loomCommLastOpId(loomComm_t comm, uint64_t* opId) {
-  if (!comm || !opId) return finishCall(comm, invalidArgument("loomCommLastOpId: NULL argument"));
-  *opId = comm->opCount;
-  return loomSuccess;
+  return apiCall(comm, [&]() -> Status {
+    if (!comm || !opId) return invalidArgument("loomCommLastOpId: NULL argument");
+    *opId = comm->opCount;
+    return Status::Ok();
+  });
 }
 
+// loomInProgress is a state, not an error: finishCall returns it without recording a message.
 LOOM_API loomResult_t loomCommWaitOp(loomComm_t comm, uint64_t opId, int64_t timeoutMs) {
-  if (!comm) return finishCall(comm, invalidArgument("loomCommWaitOp: comm is NULL"));
-  if (opId > comm->opCount)
-    return finishCall(comm, invalidArgument("loomCommWaitOp: operation {} was never issued (last is {})", opId, comm->opCount.load()));
-  if (comm->engine) {
-    Status st = comm->engine->wait(opId, timeoutMs);
-    if (st.code() == loomInProgress) return loomInProgress;
-    return finishCall(comm, st);
-  }
-  // A blocking communicator's operations were complete when their calls returned.
-  int error = comm->asyncError.load();
-  if (error != loomSuccess) {
+  return apiCall(comm, [&]() -> Status {
+    if (!comm) return invalidArgument("loomCommWaitOp: comm is NULL");
+    if (opId > comm->opCount)
+      return invalidArgument("loomCommWaitOp: operation {} was never issued (last is {})", opId, comm->opCount.load());
+    if (comm->engine) return comm->engine->wait(opId, timeoutMs);
+    // A blocking communicator's operations were complete when their calls returned.
+    const int error = comm->asyncError.load();
+    if (error == loomSuccess) return Status::Ok();
     std::lock_guard<std::mutex> lock(comm->errorMutex);
-    comm->lastError = comm->fatalError;
-    return static_cast<loomResult_t>(error);
-  }
-  return loomSuccess;
+    return Status(static_cast<loomResult_t>(error), comm->fatalError);
+  });
 }
 
 }  // extern "C"

@@ -35,6 +35,7 @@ const char* threadLastError() { return tlsLastError.c_str(); }
 
 loomResult_t finishCall(loomComm_t comm, const Status& status) {
   if (status.ok()) return loomSuccess;
+  if (status.code() == loomInProgress) return loomInProgress;  // not an error: nothing to record
   LOOM_WARN(Init, "{}: {}", loomGetErrorString(status.code()), status.message());
   setThreadLastError(status.message());
   if (comm) {

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "base/clock.h"
+#include "base/cpu_relax.h"
 #include "base/log.h"
 #include "kernels/cpu/stream_copy.h"
 #include "transport/doorbell.h"
@@ -24,8 +25,6 @@ inline void copyOut(const BoundPlan& bp, const BufRef& dst, const void* src, siz
   else
     std::memcpy(at(bp, dst), src, bytes);
 }
-
-inline void cpuRelax() { __builtin_ia32_pause(); }
 
 constexpr int64_t kPureSpinNs = 5'000;  // past this, waiting ranks yield while they spin (a busy core may hold the peer)
 constexpr uint64_t kHealthCheckNs = 100'000'000;  // how often a stalled wait looks for dead peers

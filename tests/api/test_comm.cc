@@ -73,6 +73,47 @@ TEST(Api, BadInitArguments) {
   EXPECT_EQ(loomCommInitAll(comms, -1, nullptr), loomInvalidArgument);
   EXPECT_EQ(comm, nullptr);
 }
+
+// An InitAll whose ranks fail (here all of them, on a bad setting) reports the first failure and
+// leaves every slot null; the ranks that failed left no communicator to destroy.
+TEST(Api, InitAllThatFailsLeavesNullCommunicators) {
+  setenv("LOOM_ALGO", "no-such-algorithm", 1);
+  loomComm_t comms[3] = {reinterpret_cast<loomComm_t>(0x1), reinterpret_cast<loomComm_t>(0x1),
+                         reinterpret_cast<loomComm_t>(0x1)};
+  const loomResult_t r = loomCommInitAll(comms, 3, nullptr);
+  unsetenv("LOOM_ALGO");
+  EXPECT_EQ(r, loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("LOOM_ALGO"), std::string::npos) << loomGetLastError(nullptr);
+  for (loomComm_t c : comms) EXPECT_EQ(c, nullptr);
+}
+
+// Every entry point answers a NULL argument with loomInvalidArgument and a message naming itself.
+TEST(Api, NullArgumentsOfEveryEntryPoint) {
+  auto named = [](const char* call) {
+    return std::string(loomGetLastError(nullptr)).find(call) != std::string::npos;
+  };
+  EXPECT_EQ(loomGetVersion(nullptr), loomInvalidArgument);
+  EXPECT_TRUE(named("loomGetVersion"));
+  EXPECT_EQ(loomGetMemoryKinds(nullptr), loomInvalidArgument);
+  EXPECT_TRUE(named("loomGetMemoryKinds"));
+  loomResult_t async;
+  EXPECT_EQ(loomCommGetAsyncError(nullptr, &async), loomInvalidArgument);
+  EXPECT_TRUE(named("loomCommGetAsyncError"));
+  EXPECT_EQ(loomCommWaitOp(nullptr, 1, 0), loomInvalidArgument);
+  EXPECT_TRUE(named("loomCommWaitOp"));
+  uint64_t op;
+  EXPECT_EQ(loomCommLastOpId(nullptr, &op), loomInvalidArgument);
+  EXPECT_TRUE(named("loomCommLastOpId"));
+  int n;
+  EXPECT_EQ(loomCommCount(nullptr, &n), loomInvalidArgument);
+  EXPECT_EQ(loomCommUserRank(nullptr, &n), loomInvalidArgument);
+  EXPECT_EQ(loomCommCuDevice(nullptr, &n), loomInvalidArgument);
+  EXPECT_TRUE(named("loomCommCuDevice"));
+  EXPECT_EQ(loomCommDestroy(nullptr), loomInvalidArgument);
+  EXPECT_TRUE(named("loomCommDestroy"));
+  EXPECT_EQ(loomCommAbort(nullptr), loomInvalidArgument);
+  EXPECT_TRUE(named("loomCommAbort"));
+}
 #endif
 
 class Comm : public ::testing::TestWithParam<RanksParam> {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "base/cpu_relax.h"
 #include "kernels/cuda/plan_interpreter.cuh"
 
 namespace loom::cuda {
@@ -50,9 +51,7 @@ class HostLanePlatform {
   // Spin briefly, then give the core away: the tests run more lanes than the machine has cores.
   static void pause(uint32_t round) {
     if (round < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      loom::cpuRelax();
     } else {
       std::this_thread::yield();
     }
