@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -175,14 +176,23 @@ class RankBenchmark {
     for (int i = 0; i < o_.warmupIters; ++i) iteration();
     device_.synchronize();
     barrier();
+    // --percentiles: each iteration's end is stamped; with -G cuda after waiting for its stream (the
+    // loop would only enqueue otherwise), so iterations do not overlap there.
+    const bool stamp = o_.percentiles;
+    if (stamp) iterationEnds_.assign(static_cast<size_t>(o_.iters), 0.0);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) {
       iteration();
+      if (stamp) {
+        device_.synchronize();
+        iterationEnds_[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
       if (o_.blocking == 1) barrier();
     }
     device_.synchronize();  // -G cuda: the loop only enqueued
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     const double seconds = combineTime(elapsed.count() / (static_cast<double>(o_.iters) * o_.aggIters));
+    const Percentiles spread = stamp ? iterationPercentiles() : Percentiles{};
 
     int64_t wrong = -1;
     if (o_.checkIters > 0) {
@@ -199,7 +209,27 @@ class RankBenchmark {
     const double algBw = seconds > 0 ? static_cast<double>(t.layout.paramCount * elt) *
                                            coll_.algFactor(nranks_) / 1e9 / seconds
                                      : 0;
-    return {seconds * 1e6, algBw, algBw * coll_.busFactor(nranks_), wrong};
+    return {seconds * 1e6, algBw, algBw * coll_.busFactor(nranks_), wrong, spread.p50Us, spread.p99Us, spread.maxUs};
+  }
+
+  struct Percentiles {
+    double p50Us = -1, p99Us = -1, maxUs = -1;
+  };
+
+  // Iteration i took from the end of i-1 (the loop's start for the first) to its own end; across ranks
+  // an iteration counts as long as its slowest rank's (a collective is as late as its last rank).
+  // Nearest-rank percentiles over the iterations, per operation (divided by -m).
+  Percentiles iterationPercentiles() {
+    std::vector<double> took(iterationEnds_.size());
+    for (size_t i = 0; i < took.size(); ++i) took[i] = iterationEnds_[i] - (i ? iterationEnds_[i - 1] : 0.0);
+    check(loomAllReduce(took.data(), took.data(), took.size(), loomFloat64, loomMax, comm_, nullptr),
+          "loomAllReduce (iteration times)", comm_);
+    std::sort(took.begin(), took.end());
+    auto at = [&](double q) {
+      const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(took.size())));
+      return took[std::min(took.size() - 1, rank > 0 ? rank - 1 : 0)] * 1e6 / o_.aggIters;
+    };
+    return {at(0.50), at(0.99), took.back() * 1e6 / o_.aggIters};
   }
 
   void barrier() {
@@ -248,6 +278,7 @@ class RankBenchmark {
   HostBuffer recv_;
   DeviceBuffers device_;
   int32_t barrierWord_ = 0;
+  std::vector<double> iterationEnds_;  // --percentiles: seconds from the timed loop's start
   int64_t wrong_ = 0;
 };
 

@@ -107,6 +107,10 @@ Options parseOptions(int argc, char** argv) {
                  "Fail after this many seconds (whole run, and each Loom operation); 0: no limit")
       ->check(CLI::NonNegativeNumber);
   app.add_option("-J,--json,--output_file", o.jsonFile, "Write the result rows as JSON to this file");
+  app.add_flag("--percentiles", o.percentiles,
+               "Time every iteration and report p50, p99 and max per size (an iteration's time is its "
+               "slowest rank's); with -m each iteration is the group of -m operations, with -G cuda each one "
+               "waits for its stream");
   std::string device = "host";
   app.add_option("-G,--device", device, "Buffer memory: host (default) or cuda (cudaMalloc, GPU rank % count)")
       ->check(CLI::IsMember({"host", "cuda"}));

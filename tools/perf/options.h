@@ -35,6 +35,7 @@ struct Options {
   int timeoutSec = 0;
   bool cudaDevice = false;  // -G cuda: buffers in CUDA device memory (device_buffers.h)
   std::string jsonFile;
+  bool percentiles = false;  // per-iteration times: p50, p99 and max per size
   std::string commandLine;  // as typed, for the report
 };
 

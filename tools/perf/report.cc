@@ -15,9 +15,12 @@ std::string formatTime(double us) {
   return fmt::format("{:7.2f}", us);
 }
 
-std::string formatMeasurement(const Measurement& m) {
+std::string formatMeasurement(const Measurement& m, bool percentiles) {
   const std::string wrong = m.wrong < 0 ? "N/A" : fmt::format("{}", m.wrong);
-  return fmt::format("  {:>7}  {:6.2f}  {:6.2f}  {:>6}", formatTime(m.timeUs), m.algBw, m.busBw, wrong);
+  std::string text = fmt::format("  {:>7}  {:6.2f}  {:6.2f}  {:>6}", formatTime(m.timeUs), m.algBw, m.busBw, wrong);
+  if (percentiles)
+    text += fmt::format("  {:>7}  {:>7}  {:>7}", formatTime(m.p50Us), formatTime(m.p99Us), formatTime(m.maxUs));
+  return text;
 }
 
 std::string versionString() {
@@ -47,17 +50,22 @@ void Report::header(const std::vector<std::string>& rankLines) {
   fmt::print("#\n");
   fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place\n",
              "", "", "", "", "");
-  const std::string columns = fmt::format("  {:>7}  {:>6}  {:>6}  {:>6}", "time", "algbw", "busbw", "#wrong");
+  std::string columns = fmt::format("  {:>7}  {:>6}  {:>6}  {:>6}", "time", "algbw", "busbw", "#wrong");
+  std::string units = fmt::format("  {:>7}  {:>6}  {:>6}  {:>6}", "(us)", "(GB/s)", "(GB/s)", "");
+  if (o.percentiles) {
+    columns += fmt::format("  {:>7}  {:>7}  {:>7}", "p50", "p99", "max");
+    units += fmt::format("  {:>7}  {:>7}  {:>7}", "(us)", "(us)", "(us)");
+  }
   fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{}{}\n", "size", "count", "type", "redop", "root", columns,
              columns);
-  const std::string units = fmt::format("  {:>7}  {:>6}  {:>6}  {:>6}", "(us)", "(GB/s)", "(GB/s)", "");
   fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{}{}\n", "(B)", "(elements)", "", "", "", units, units);
   std::fflush(stdout);
 }
 
 void Report::row(const ResultRow& r) {
   fmt::print("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}\n", r.bytes, r.count, dataTypeInfo(r.type).name,
-             redOpName(r.op), r.root, formatMeasurement(r.outOfPlace), formatMeasurement(r.inPlace));
+             redOpName(r.op), r.root, formatMeasurement(r.outOfPlace, options_.percentiles),
+             formatMeasurement(r.inPlace, options_.percentiles));
   std::fflush(stdout);
   for (const Measurement* m : {&r.outOfPlace, &r.inPlace}) {
     busBwSum_ += m->busBw;
@@ -81,6 +89,11 @@ void Report::addJson(const ResultRow& r, const Measurement& m, bool inPlace) {
                    {"wrong", m.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(m.wrong)},
                    {"nranks", nranks_},
                    {"inplace", inPlace}});
+  if (options_.percentiles) {
+    rows_.back()["p50_us"] = m.p50Us;
+    rows_.back()["p99_us"] = m.p99Us;
+    rows_.back()["max_us"] = m.maxUs;
+  }
 }
 
 bool Report::finish() {

@@ -16,6 +16,8 @@ struct Measurement {
   double algBw;  // GB/s, 1e9 bytes
   double busBw;
   int64_t wrong;  // summed over ranks; -1 when not checked
+  // --percentiles: over the timed iterations, each the slowest rank's time per operation; else -1.
+  double p50Us = -1, p99Us = -1, maxUs = -1;
 };
 
 struct ResultRow {
