@@ -199,6 +199,7 @@ void AsyncEngine::run() {
   comm_->numaBinding.bindThisThread();
   TransportSet& transports = *comm_->transports;
   IdleWaiter waiter(comm_->spinNs, comm_->oversubscribed);
+  CoreSharing sharing(comm_->transports.get(), comm_->mayMoveThreads);
   waiter.progressed();
   uint64_t lastHealthCheck = nowNs();
   WaitList waits;
@@ -255,6 +256,7 @@ void AsyncEngine::run() {
     }
     waits.clear();
     for (const auto& t : active_) t->runner->collectWaits(&waits);
+    waiter.watchPeer(&sharing, active_.size() == 1 ? active_.front()->runner->blockedPeer() : -1);
     // A submit rings the doorbell too, so new work also ends the sleep.
     Status idleStatus = waiter.idle(transports.bell(), waits, transports.hasMemoryPeers(), gated ? kGatePollUs : 100000,
                                     [&](bool* p) {

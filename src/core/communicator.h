@@ -13,6 +13,7 @@
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "core/async_engine.h"
+#include "core/core_sharing.h"
 #include "core/plan_cache.h"
 #include "device/device_layer.h"
 #include "core/trace.h"
@@ -95,6 +96,9 @@ struct loomComm {
   loom::PlanCache planCache;
   int64_t spinNs = 0;           // spin this long before sleeping (short when ranks outnumber cores)
   bool oversubscribed = false;  // more ranks on this host than cores we may run on
+  bool mayMoveThreads = false;  // not oversubscribed, and LOOM_IGNORE_CPU_AFFINITY unset (core/core_sharing.h)
+  // What a caller's thread (blocking operations, under `busy`) does about a peer on its core.
+  std::unique_ptr<loom::CoreSharing> callerSharing;
   std::vector<loom::CustomRedOp> customOps;
 
   // "comm 'name' rank r/n" for messages.

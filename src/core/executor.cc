@@ -26,6 +26,7 @@ inline void copyOut(const BoundPlan& bp, const BufRef& dst, const void* src, siz
     std::memcpy(at(bp, dst), src, bytes);
 }
 
+constexpr int64_t kShareProbeNs = 1'000;  // a wait this long looks whether the peer shares this core
 constexpr int64_t kPureSpinNs = 5'000;  // past this, waiting ranks yield while they spin (a busy core may hold the peer)
 constexpr uint64_t kHealthCheckNs = 100'000'000;  // how often a stalled wait looks for dead peers
 // How long a timed-out rank listens for a peer's failure notice naming the root cause.
@@ -276,6 +277,11 @@ void IdleWaiter::waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memory
   // Spin (cheapest wake-up), then yield (lets whatever else is runnable have the core), then sleep.
   const int64_t idle = idleNs();
   if (idle < spinNs_) {
+    // A peer that has not answered within a microsecond may be waiting for this very core.
+    if (sharing_ && peer_ >= 0 && idle > kShareProbeNs) {
+      if (sharing_->sharesCpuWith(peer_)) return sharing_->giveWay(peer_);
+      sharing_->waitEndedApart();
+    }
     if (yield_ || idle > kPureSpinNs)
       sched_yield();
     else
@@ -437,6 +443,7 @@ Status executeWork(std::vector<CommWork>& work, int* failedComm) {
     }
     waits.clear();
     for (const PlanRunner& r : runners) r.collectWaits(&waits);
+    waiter.watchPeer(work.size() == 1 ? work[0].sharing : nullptr, work.size() == 1 ? runners[0].blockedPeer() : -1);
     // One thread driving several communicators cannot sleep on all their doorbells: nap briefly.
     LOOM_TRY(waiter.idle(bell, waits, memoryPeers || work.size() > 1, work.size() > 1 ? 200 : 100000, pass, &progressed));
     if (allDone) return Status::Ok();

@@ -15,6 +15,7 @@
 
 #include "algorithms/plan.h"
 #include "base/status.h"
+#include "core/core_sharing.h"
 #include "core/operation.h"
 #include "core/trace.h"
 #include "kernels/cpu/reduce.h"
@@ -58,6 +59,7 @@ struct CommWork {
   int64_t timeoutMs = 0;        // no progress for this long -> loomTimeout (0: never)
   int64_t spinNs = 0;           // how long to spin before sleeping when nothing moves
   bool oversubscribed = false;  // yield the core while spinning
+  CoreSharing* sharing = nullptr;  // the driving thread's: what to do about a peer on its core
   Tracer* tracer = nullptr;     // LOOM_TRACE_FILE, else null
   std::vector<BoundPlan> plans;
 };
@@ -120,6 +122,12 @@ class IdleWaiter {
   IdleWaiter(int64_t spinNs, bool yieldWhileSpinning) : spinNs_(spinNs), yield_(yieldWhileSpinning) {}
   void progressed();
   int64_t idleNs() const;
+  // The memory peer the driving thread now waits on (-1: none or several) and what to do when it
+  // shares this thread's core; a waiter without one just spins, yields and sleeps.
+  void watchPeer(CoreSharing* sharing, int peer) {
+    sharing_ = sharing;
+    peer_ = peer;
+  }
   // Waits a little. Before sleeping on `bell` it announces itself and calls retry(&progressed) once
   // more (see doorbell.h); whatever that pass returns is returned, with *progressed set.
   // `waits` names what network connections may be woken by, and how long they may be left alone.
@@ -147,6 +155,8 @@ class IdleWaiter {
   int64_t spinNs_;
   bool yield_;
   uint64_t lastProgress_ = 0;
+  CoreSharing* sharing_ = nullptr;
+  int peer_ = -1;
 };
 
 // The error of a runner that made no progress for timeoutMs. Network peers hear at once whom this rank

@@ -29,6 +29,7 @@ CommWork workFor(loomComm_t comm) {
   w.timeoutMs = comm->settings.timeoutMs;
   w.spinNs = comm->spinNs;
   w.oversubscribed = comm->oversubscribed;
+  w.sharing = comm->callerSharing.get();
   w.tracer = comm->tracer.get();
   return w;
 }

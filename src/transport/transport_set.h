@@ -99,6 +99,14 @@ class TransportSet {
   // a closed socket with a reset, and the reset drops what was still queued), which a slow or lossy
   // link makes likely.
   void closeNet(int64_t maxWaitMs);
+  // This rank's CPU while it waits, published in its segment; and a memory peer's (0 when none).
+  void publishWaitingCpu(uint64_t stampedCpu) const {
+    if (own_) own_->header()->waitingCpu.store(stampedCpu, std::memory_order_relaxed);
+  }
+  uint64_t peerWaitingCpu(int peer) const {
+    const auto& seg = peerSegments_[static_cast<size_t>(peer)];
+    return seg ? seg->header()->waitingCpu.load(std::memory_order_relaxed) : 0;
+  }
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   std::string describePeer(int peer) const;

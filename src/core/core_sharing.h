@@ -1,0 +1,48 @@
+// Two ranks that wait on each other from one core. The kernel sometimes starts two rank processes on
+// one CPU and leaves them there while another CPU idles (seen on a 2-core VM: ranks that spin and
+// yield look to the load balancer like tasks that hardly run). Then every hand-off costs the waiter's
+// spin before it yields: an 8 B allreduce took 14.5 us per iteration instead of 0.5 us, in about one
+// run of four. Spinning cannot help there: the peer runs only once this thread gives the core up.
+//
+// Each waiting thread publishes its CPU, stamped with the time, in its segment header; a thread that
+// has waited on a memory peer for a microsecond compares the peer's recent stamp with its own CPU.
+// On a match it gives way at once: it yields; and after a few such waits in a row, on a host with
+// at least as many CPUs as ranks, the higher rank of the two moves itself to another CPU of its
+// affinity mask and restores the mask at once (the kernel migrates a thread whose mask excludes its
+// CPU; restoring the mask does not move it back). LOOM_IGNORE_CPU_AFFINITY=1 keeps Loom from
+// touching affinity: then it only yields.
+#pragma once
+
+#include <cstdint>
+
+namespace loom {
+
+class TransportSet;
+
+class CoreSharing {
+ public:
+  // `mayMove`: this host has at least as many CPUs as ranks (else sharing a core is unavoidable) and
+  // the user allows Loom to touch affinity.
+  CoreSharing(const TransportSet* transports, bool mayMove) : transports_(transports), mayMove_(mayMove) {}
+
+  // Publishes this thread's CPU and tells whether `peer` (a memory peer) waited on the same CPU
+  // within the last kRecentNs. False for other peers.
+  bool sharesCpuWith(int peer);
+  // Lets `peer`, on this CPU, run: moves this thread away (see above) or yields. Of two ranks that
+  // share a core only the higher moves: both moving at once would land them together again.
+  void giveWay(int peer);
+  // The waits since the last move in which the peer was on this CPU; reset when a wait ends normally.
+  void waitEndedApart() { sharedWaits_ = 0; }
+
+  uint64_t moves() const { return moves_; }
+
+ private:
+  const TransportSet* transports_;
+  bool mayMove_;
+  int cpu_ = -1;
+  uint32_t sharedWaits_ = 0;
+  uint64_t lastMoveNs_ = 0;
+  uint64_t moves_ = 0;
+};
+
+}  // namespace loom
