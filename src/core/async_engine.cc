@@ -1,10 +1,12 @@
 #include "core/async_engine.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 
 #include "base/clock.h"
+#include "base/cpu_relax.h"
 #include "base/log.h"
 #include "core/communicator.h"
 
@@ -14,6 +16,9 @@ namespace {
 
 // How often queued work that waits on a gate is polled while nothing else moves.
 constexpr int64_t kGatePollUs = 50;
+// How long a submitting thread may drive its own operation (see submit): an 8 B allreduce between
+// two processes takes about 1 us, a few KiB some 10 us.
+constexpr uint64_t kCallerStartNs = 50'000;
 
 std::vector<std::pair<int, bool>> linksOf(const CommWork& work) {
   std::vector<std::pair<int, bool>> links;
@@ -57,6 +62,7 @@ void AsyncEngine::submit(uint64_t id, CommWork work, bool collective, std::vecto
   task->gates = std::move(gates);
   task->queuedNs = nowNs();
   for (const auto& gate : task->gates) gate->claim();
+  bool onCaller = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     lastSubmitted_ = std::max(lastSubmitted_, id);
@@ -65,11 +71,62 @@ void AsyncEngine::submit(uint64_t id, CommWork work, bool collective, std::vecto
       finishTask(*task, failure_);
       return;
     }
-    pending_.push_back(std::move(task));
-    submissions_.fetch_add(1, std::memory_order_seq_cst);
+    onCaller = task->gates.empty() && pending_.empty() && active_.empty() && !callerDriving_;
+    if (onCaller) {
+      callerDriving_ = true;
+    } else {
+      pending_.push_back(std::move(task));
+      submissions_.fetch_add(1, std::memory_order_seq_cst);
+    }
   }
+  if (onCaller && startOnCaller(task)) return;
   changed_.notify_all();
   ringDoorbell(comm_->transports->bell());  // the progress thread may be asleep on it
+}
+
+bool AsyncEngine::startOnCaller(std::unique_ptr<Task>& task) {
+  task->runner = std::make_unique<PlanRunner>(&task->work);
+  const uint64_t until = nowNs() + kCallerStartNs;
+  Status st;
+  for (;;) {
+    bool progressed = false;
+    st = task->runner->advance(&progressed);
+    if (!st.ok() || task->runner->done() || nowNs() > until) break;
+    if (progressed) continue;
+    if (comm_->oversubscribed)
+      sched_yield();  // the peer may need this core
+    else
+      cpuRelax();
+  }
+  if (!st.ok()) {
+    // Nothing else runs on this communicator now: this thread may tell its network peers.
+    st = explainPeerTimeout(*task->runner, st, task->work.timeoutMs);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      callerDriving_ = false;
+      active_.push_back(std::move(task));  // failLocked completes it with the error
+    }
+    failCommunicator(st);
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  callerDriving_ = false;
+  if (!task->runner->done()) {
+    active_.push_back(std::move(task));
+    submissions_.fetch_add(1, std::memory_order_seq_cst);
+    return false;
+  }
+  finishTask(*task, Status::Ok());
+  completeLocked(task->id);
+  // Work queued behind this one while it ran: the progress thread admits it now.
+  if (!pending_.empty()) {
+    submissions_.fetch_add(1, std::memory_order_seq_cst);
+    changed_.notify_all();
+    ringDoorbell(comm_->transports->bell());
+  } else {
+    changed_.notify_all();  // waiters on this operation
+  }
+  return true;
 }
 
 Status AsyncEngine::wait(uint64_t id, int64_t timeoutMs) {
@@ -210,8 +267,10 @@ void AsyncEngine::run() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       seenSubmissions = submissions_.load();
-      changed_.wait(lock, [&] { return stop_ || !pending_.empty() || !active_.empty(); });
-      if (comm_->aborted.load()) failLocked(Status(loomRemoteError, comm_->describe() + " was aborted"));
+      changed_.wait(lock, [&] { return stop_ || ((!pending_.empty() || !active_.empty()) && !callerDriving_); });
+      if (comm_->aborted.load() && !callerDriving_)
+        failLocked(Status(loomRemoteError, comm_->describe() + " was aborted"));
+      if (callerDriving_) continue;  // a submitting thread runs its operation (submit); it wakes us after
       admitLocked(&gateFailure);
       if (gateFailure.ok()) {
         if (active_.empty() && pending_.empty()) {

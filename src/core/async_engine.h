@@ -30,6 +30,10 @@ class AsyncEngine {
 
   // `work` holds the plans of operation `id`; `collective` orders it behind everything earlier. It
   // starts once every gate is ready; the engine finishes the gates (it claims them here).
+  // An operation without gates that nothing is queued or running ahead of starts on the calling
+  // thread: it runs there for up to kCallerStartNs, which completes a small one without handing it
+  // to the progress thread and back (two wake-ups, tens of microseconds), and whatever is left goes
+  // to the progress thread. So submit may take that long; it never waits on a peer longer.
   void submit(uint64_t id, CommWork work, bool collective, std::vector<std::shared_ptr<device::OperationGate>> gates = {});
   // Waits until every operation up to `id` completed: loomSuccess, loomInProgress when timeoutMs
   // passed first (0: test, <0: forever), or the error that broke the communicator.
@@ -54,6 +58,9 @@ class AsyncEngine {
   void failLocked(const Status& error);
   void failCommunicator(const Status& error);
   Status progressActive(bool* progressed);
+  // The caller's start (see submit): true when the task completed or failed on the calling thread;
+  // false leaves it in *task for the progress thread.
+  bool startOnCaller(std::unique_ptr<Task>& task);
 
   loomComm* comm_;
   std::mutex mutex_;
@@ -66,6 +73,8 @@ class AsyncEngine {
   std::atomic<uint64_t> submissions_{0};  // lets a thread about to sleep notice new work
   Status failure_;
   bool stop_ = false;
+  // A caller is running an operation (submit): the progress thread admits nothing until it is done.
+  bool callerDriving_ = false;
   std::thread thread_;
 };
 
