@@ -1,10 +1,24 @@
 /* The MPI side of perf/compare: times the same collectives as loom-perf (float, sum) with MPI and
  * prints one JSON object per size, with loom-perf's size and bus-bandwidth conventions.
- * usage: mpiexec -n N mpi_bench COLLECTIVE MIN_BYTES MAX_BYTES FACTOR ITERS WARMUP */
+ * usage: mpiexec -n N mpi_bench COLLECTIVE MIN_BYTES MAX_BYTES FACTOR ITERS WARMUP [PERCENTILES]
+ * PERCENTILES 1: also p50/p99/max of per-iteration times, each the slowest rank's, as loom-perf
+ * --percentiles reports them. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+
+static int byValue(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of n sorted values. */
+static double percentile(const double* sorted, int n, double q) {
+  int rank = (int)ceil(q * n);
+  return sorted[rank > 0 ? (rank > n ? n - 1 : rank - 1) : 0];
+}
 
 static double busFactor(const char* coll, int n) {
   if (!strcmp(coll, "all_reduce")) return 2.0 * (n - 1) / n;
@@ -38,6 +52,8 @@ int main(int argc, char** argv) {
   const char* coll = argv[1];
   size_t minBytes = strtoull(argv[2], 0, 0), maxBytes = strtoull(argv[3], 0, 0);
   int factor = atoi(argv[4]), iters = atoi(argv[5]), warmup = atoi(argv[6]);
+  int percentiles = argc > 7 && atoi(argv[7]) == 1;
+  double* took = malloc(sizeof(double) * (size_t)iters);
   /* Collectives whose size is the whole multi-block buffer split it by n, as loom-perf does. */
   int blocked = !strcmp(coll, "all_gather") || !strcmp(coll, "reduce_scatter") || !strcmp(coll, "alltoall") ||
                 !strcmp(coll, "gather") || !strcmp(coll, "scatter");
@@ -50,21 +66,37 @@ int main(int argc, char** argv) {
     if (count == 0) count = 1;
     for (int i = 0; i < warmup; ++i) run(coll, send, recv, count, n);
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    for (int i = 0; i < iters; ++i) run(coll, send, recv, count, n);
+    double t0 = MPI_Wtime(), last = t0;
+    for (int i = 0; i < iters; ++i) {
+      run(coll, send, recv, count, n);
+      if (percentiles) {
+        double now = MPI_Wtime();
+        took[i] = now - last;
+        last = now;
+      }
+    }
     double mine = (MPI_Wtime() - t0) / iters, sum = 0;
     MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (percentiles) {
+      MPI_Allreduce(MPI_IN_PLACE, took, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      qsort(took, (size_t)iters, sizeof(double), byValue);
+    }
     if (rank == 0) {
       double us = sum / n * 1e6, size = (double)count * sizeof(float) * (blocked ? n : 1);
       double algbw = size / (us * 1e3);
       printf("{\"library\":\"mpich\",\"collective\":\"%s\",\"bytes\":%.0f,\"nranks\":%d,\"time_us\":%.3f,"
-             "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f}\n", coll, size, n, us, algbw, algbw * busFactor(coll, n));
+             "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f", coll, size, n, us, algbw, algbw * busFactor(coll, n));
+      if (percentiles)
+        printf(",\"p50_us\":%.3f,\"p99_us\":%.3f,\"max_us\":%.3f", percentile(took, iters, 0.5) * 1e6,
+               percentile(took, iters, 0.99) * 1e6, took[iters - 1] * 1e6);
+      printf("}\n");
       fflush(stdout);
     }
     if (factor <= 1) break;
   }
   free(send);
   free(recv);
+  free(took);
   MPI_Finalize();
   return 0;
 }
