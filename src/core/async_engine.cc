@@ -271,7 +271,9 @@ void AsyncEngine::run() {
       if (comm_->aborted.load() && !callerDriving_)
         failLocked(Status(loomRemoteError, comm_->describe() + " was aborted"));
       if (callerDriving_) continue;  // a submitting thread runs its operation (submit); it wakes us after
+      const bool wasIdle = active_.empty();
       admitLocked(&gateFailure);
+      if (wasIdle && !active_.empty()) waiter.progressed();  // new work: spin before sleeping again
       if (gateFailure.ok()) {
         if (active_.empty() && pending_.empty()) {
           if (stop_) return;
@@ -296,8 +298,10 @@ void AsyncEngine::run() {
     }
     bool progressed = false;
     Status st = progressActive(&progressed);
-    if (st.ok() && !progressed && nowNs() - lastHealthCheck > 100'000'000ull) {
-      lastHealthCheck = nowNs();
+    const uint64_t now = progressed ? 0 : nowNs();
+    if (!progressed) waiter.tick(now);
+    if (st.ok() && !progressed && now - lastHealthCheck > 100'000'000ull) {
+      lastHealthCheck = now;
       for (const auto& t : active_) {
         if (!st.ok()) break;
         st = explainPeerTimeout(*t->runner, t->runner->checkBlockedPeers(), t->work.timeoutMs);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,15 @@ struct CommWork {
 class PlanRunner {
  public:
   explicit PlanRunner(CommWork* work) : work_(work) {}
+  // Starts over on `work`, keeping the capacity of its vectors (a thread reuses its runners).
+  void rebind(CommWork* work) {
+    work_ = work;
+    planIndex_ = 0;
+    flushWaitPeer_ = -1;
+    started_ = false;
+    done_ = false;
+    planStartNs_ = 0;
+  }
   // Moves every lane as far as it can go; *progressed is set when anything moved.
   Status advance(bool* progressed);
   bool done() const { return done_; }
@@ -120,8 +130,15 @@ class PlanRunner {
 class IdleWaiter {
  public:
   IdleWaiter(int64_t spinNs, bool yieldWhileSpinning) : spinNs_(spinNs), yield_(yieldWhileSpinning) {}
-  void progressed();
-  int64_t idleNs() const;
+  // Progress was made: the idle time restarts at the next tick (no clock read on the busy path).
+  void progressed() { fresh_ = true; }
+  // The time of this pass (one clock read per pass the driving loop makes while idle).
+  void tick(uint64_t now) {
+    now_ = now;
+    if (fresh_) lastProgress_ = now, fresh_ = false;
+  }
+  // Since the last progress, as of the last tick.
+  int64_t idleNs() const { return static_cast<int64_t>(now_ - lastProgress_); }
   // The memory peer the driving thread now waits on (-1: none or several) and what to do when it
   // shares this thread's core; a waiter without one just spins, yields and sleeps.
   void watchPeer(CoreSharing* sharing, int peer) {
@@ -155,6 +172,8 @@ class IdleWaiter {
   int64_t spinNs_;
   bool yield_;
   uint64_t lastProgress_ = 0;
+  uint64_t now_ = 0;
+  bool fresh_ = true;
   CoreSharing* sharing_ = nullptr;
   int peer_ = -1;
 };
@@ -170,6 +189,6 @@ Status explainPeerTimeout(PlanRunner& runner, const Status& st, int64_t timeoutM
 
 // Runs every CommWork's plans to completion. On failure returns the first error, with the operation,
 // the communicator and the step that failed in its message; *failedComm says which CommWork (or -1).
-Status executeWork(std::vector<CommWork>& work, int* failedComm);
+Status executeWork(std::span<CommWork> work, int* failedComm);
 
 }  // namespace loom

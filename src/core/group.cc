@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/async_engine.h"
@@ -49,11 +50,18 @@ std::vector<loomComm_t> commsOf(const std::vector<Operation>& ops) {
 // its point-to-point operations. A communicator with a progress thread gets them queued there; a
 // blocking one without gets them appended to `blocking` for the caller to run. Gated operations
 // (device buffers staged on a stream) always go to the progress thread, which starts it if needed.
-Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool soleComm, std::vector<CommWork>* blocking) {
+// `w` is a CommWork of this thread's to fill (its plans keep their capacity from earlier calls);
+// *runsHere says whether it was filled for the caller to run.
+Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool soleComm, CommWork* slot, bool* runsHere) {
   const bool gated = std::any_of(ops.begin(), ops.end(), [&](const Operation& op) { return op.comm == comm && op.gate; });
   if (gated && !comm->engine) comm->engine = std::make_unique<AsyncEngine>(comm);
   AsyncEngine* engine = comm->engine.get();
-  CommWork w = workFor(comm);
+  *runsHere = !engine;
+  std::vector<BoundPlan> keptPlans = std::move(slot->plans);
+  keptPlans.clear();
+  *slot = workFor(comm);
+  slot->plans = std::move(keptPlans);
+  CommWork& w = *slot;
   std::vector<Operation> p2p;
   std::vector<std::shared_ptr<device::OperationGate>> p2pGates;
   for (const Operation& op : ops) {
@@ -86,7 +94,6 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
     if (!bp.plan->lanes.empty()) target.plans.push_back(std::move(bp));
     if (engine) engine->submit(comm->opCount, std::move(single), false, std::move(p2pGates));
   }
-  if (!engine) blocking->push_back(std::move(w));
   return Status::Ok();
 }
 
@@ -101,19 +108,35 @@ Status waitIfBlocking(loomComm_t comm, const std::vector<Operation>& ops) {
 // Runs (or queues) operations on host memory of the communicators `comms` (commsOf(ops)), whose
 // `busy` locks the caller holds.
 Status runHostOperations(const std::vector<Operation>& ops, const std::vector<loomComm_t>& comms) {
-  std::vector<CommWork> work;
-  std::vector<loomComm_t> blockingComms;
+  // This thread's CommWorks, kept from call to call (as executeWork keeps its runners): a small
+  // operation allocates no vectors here. A call nested in another (none today) gets its own.
+  thread_local std::vector<CommWork> kept;
+  thread_local bool keptInUse = false;
+  std::vector<CommWork> own;
+  std::vector<CommWork>& slots = keptInUse ? own : kept;
+  const bool usesKept = !keptInUse;
+  keptInUse = true;
+  struct Release {
+    bool release;
+    ~Release() {
+      if (release) keptInUse = false;
+    }
+  } release{usesKept};
+  if (slots.size() < comms.size()) slots.resize(comms.size());
+  size_t used = 0;
   for (loomComm_t comm : comms) {
-    LOOM_TRY(planForComm(comm, ops, comms.size() == 1, &work));
-    if (!comm->engine) blockingComms.push_back(comm);
+    bool runsHere = false;
+    LOOM_TRY(planForComm(comm, ops, comms.size() == 1, &slots[used], &runsHere));
+    if (runsHere) ++used;
   }
   for (loomComm_t comm : comms) LOOM_TRY(waitIfBlocking(comm, ops));
-  if (work.empty()) return Status::Ok();
+  if (used == 0) return Status::Ok();
   int failed = -1;
-  Status st = executeWork(work, &failed);
+  Status st = executeWork(std::span<CommWork>(slots.data(), used), &failed);
   if (!st.ok()) {
     // The peers of every communicator of the group may now wait on us: tell them all.
-    for (loomComm_t comm : blockingComms) {
+    for (loomComm_t comm : comms) {
+      if (comm->engine) continue;  // only the communicators run here
       if (!comm->aborted.load()) markCommFailed(comm, st, true);
       std::lock_guard<std::mutex> lock(comm->errorMutex);
       comm->lastError = st.message();
@@ -320,8 +343,10 @@ Status runHostAndStaged(const std::vector<Operation>& ops, const std::vector<loo
 // Runs one group (or a single operation): every communicator it names is locked for the whole call.
 Status runOperations(const std::vector<Operation>& ops) {
   const std::vector<loomComm_t> comms = commsOf(ops);
+  // The first lock needs no vector: a single operation (one communicator) allocates none.
+  std::unique_lock<std::mutex> firstLock(comms.front()->busy);
   std::vector<std::unique_lock<std::mutex>> locks;
-  for (loomComm_t comm : comms) locks.emplace_back(comm->busy);
+  for (size_t i = 1; i < comms.size(); ++i) locks.emplace_back(comms[i]->busy);
   for (loomComm_t comm : comms) LOOM_TRY(checkCommUsable(comm));
   if (!device::cudaUsable()) return runHostOperations(ops, comms);  // no device memory in this process
   Routing routing = routeOperations(ops);
