@@ -43,6 +43,8 @@ def medians(rows):
         middle = dict(ordered[(len(ordered) - 1) // 2])
         middle["time_us"] = statistics.median(r["time_us"] for r in ordered)
         middle["busbw_gbs"] = statistics.median(r["busbw_gbs"] for r in ordered)
+        if all("p99_us" in r for r in ordered):
+            middle["p99_us"] = statistics.median(r["p99_us"] for r in ordered)
         middle["repeats"] = len(ordered)
         out.append(middle)
     return out
