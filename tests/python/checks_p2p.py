@@ -1,10 +1,12 @@
-"""Point-to-point: send/recv, isend/irecv, batch_isend_irecv (large, both directions), barrier."""
+"""Point-to-point: send/recv, isend/irecv, batch_isend_irecv (large, both directions), barrier; recv from
+any source refused; a wait that times out."""
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
-from checklib import DTYPES, check, expect_equal, per_dtype, t
+from checklib import DTYPES, check, expect_equal, expect_runtime_error, per_dtype, t
 
 L = 5
 
@@ -86,3 +88,33 @@ def barrier(n, r):
     left = time.time()
     dist.broadcast(stamp, src=0)
     assert left >= stamp.item(), f"left the barrier {stamp.item() - left:.3f} s before rank 0 arrived"
+
+
+@check("recv_any_source_refused")
+def recv_any_source_refused(n, r):
+    # Loom's receives name their peer; a receive from any rank is refused with the reason, on the
+    # spot, and leaves the group usable.
+    expect_runtime_error(lambda: dist.recv(torch.zeros(2)), "receiving from any source (recv without src) is not "
+                                                            "supported")
+    y = torch.ones(2)
+    dist.all_reduce(y)
+    expect_equal(y, torch.full((2,), float(n)), "after the refusal")
+
+
+@check("wait_timeout")
+def wait_timeout(n, r):
+    # Work.wait(timeout) that runs out says so as Gloo does, and the operation still completes later.
+    # Rank 1 sends only once rank 0's wait timed out (told through the store, not by a sleep).
+    store = dist.distributed_c10d._get_default_store()
+    if r == 0:
+        got = torch.zeros(3)
+        work = dist.irecv(got, src=1)
+        expect_runtime_error(lambda: work.wait(timeout=timedelta(milliseconds=50)),
+                             "Timed out waiting 50ms for the operation to complete")
+        store.set("wait_timeout/released", "1")
+        work.wait()
+        expect_equal(got, torch.full((3,), 7.0), "received after the timed-out wait")
+    elif r == 1:
+        store.wait(["wait_timeout/released"])
+        dist.send(torch.full((3,), 7.0), dst=0)
+    dist.barrier()

@@ -6,10 +6,14 @@ import torch
 import torch.distributed as dist
 
 import checks_cuda  # noqa: F401 - registers checks
+import checks_debug_mode  # noqa: F401
 import checks_gather  # noqa: F401
 import checks_misc  # noqa: F401
+import checks_monitored_barrier  # noqa: F401
 import checks_p2p  # noqa: F401
+import checks_profiler  # noqa: F401
 import checks_reduce  # noqa: F401
+import checks_sparse  # noqa: F401
 from checklib import CHECKS, CUDA_CHECKS
 from harness import Recorder, free_port
 
@@ -138,8 +142,9 @@ def timeout_job(rank, outdir, port):
             dist.all_reduce(torch.ones(4))
         except RuntimeError as e:
             text = str(e)
-            if rank == 0:  # Loom's own timeout message, from config.timeoutMs = 2000
+            if rank == 0:  # Loom's own timeout message, from config.timeoutMs = 2000, worded as Gloo's
                 assert "no progress for 2000 ms" in text, text
+                assert "all_reduce (operation 1) failed: Timed out " in text, text
             assert "Loom" in text, text
             return
         raise AssertionError("all_reduce succeeded although the peer was 6 s late")

@@ -29,7 +29,8 @@ LoomBackend::LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                          std::chrono::milliseconds timeout, const std::string& groupName)
     : c10d::Backend(rank, size),
       comm_(std::make_shared<Comm>(store, rank, size, timeout, "torch:" + groupName)),
-      completer_(std::make_unique<Completer>(comm_)) {
+      completer_(std::make_unique<Completer>(comm_)),
+      monitored_(store, rank, size, comm_->storePrefix()) {
   init();
 }
 
@@ -60,9 +61,10 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::issue(Op op, const Calls& calls) {
   if (coalescing_) checkBlockStream(op.device, stream);
   uint64_t before = comm_->lastOpId();
   calls(comm, stream.loom(), op.redOps);
+  if (op.type != c10d::OpType::SEND && op.type != c10d::OpType::RECV) ++sequence_;
   auto timeout = op.timeout == c10d::kUnsetTimeout ? comm_->timeout() : op.timeout;
   auto work = c10::make_intrusive<LoomWork>(comm_, op.type, timeout, std::move(op.outputs), op.staging.takeKeepAlive(),
-                                            op.staging.takeCopyBack(), stream.cuda());
+                                            op.staging.takeCopyBack(), stream.cuda(), op.profiled);
   if (coalescing_) {
     coalesced_.push_back(work);  // its op id and its mark on the stream follow at endCoalescing
     coalescedRedOps_.append(std::move(op.redOps));
@@ -162,6 +164,10 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::barrier(const c10d::BarrierOptions& 
   return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
     checkCall(loomAllReduce(token.data_ptr(), token.data_ptr(), 1, loomUint8, loomSum, comm, stream), "barrier");
   });
+}
+
+void LoomBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  monitored_.run(opts.timeout == c10d::kUnsetTimeout ? comm_->timeout() : opts.timeout, waitAllRanks);
 }
 
 std::string LoomBackend::libraryPath() {

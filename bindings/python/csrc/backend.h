@@ -4,6 +4,7 @@
 // torch's current stream of that device (stream_order.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "comm.h"
 #include "completer.h"
 #include "dtype_map.h"
+#include "monitored_barrier.h"
 #include "staging.h"
 #include "stream_order.h"
 #include "work.h"
@@ -70,7 +72,18 @@ class LoomBackend : public c10d::Backend {
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  // Refused with the reason: Loom's receives name their peer.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // Gloo's semantics (monitored_barrier.h): rank 0 names the ranks that did not arrive in time.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
+  // Sparse COO tensors on the CPU, summed (sparse.cc); dense ones go to allreduce.
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
+  // Collectives issued so far on this group (point-to-point operations do not count): the same on
+  // every rank unless the ranks disagree on what they call, which is what
+  // TORCH_DISTRIBUTED_DEBUG=DETAIL's checks look for.
+  uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
 
   // The library file behind this extension's Loom calls (for the ctypes binding and diagnostics).
   static std::string libraryPath();
@@ -90,6 +103,9 @@ class LoomBackend : public c10d::Backend {
     Staging staging;
     RedOps redOps;
     c10::Device device{c10::kCPU};  // of every tensor of the call (CallDevice)
+    // What the profiler shows as the operation's inputs: the tensors this rank contributes, or for
+    // a call that only receives (recv, scatter off the root) the tensors it receives into.
+    std::vector<at::Tensor> profiled;
   };
   // Runs `calls` (Loom calls on the communicator and the call's stream, NULL for CPU calls; several
   // go inside one Loom group) and returns the Work that completes with them.
@@ -98,9 +114,12 @@ class LoomBackend : public c10d::Backend {
   // A coalescing block becomes one Loom group, and its Work one mark on one stream.
   void checkBlockStream(c10::Device device, const CallStream& stream);
   int checkRoot(int64_t root, const char* what) const;
+  c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& t, const c10d::AllreduceOptions& opts);
 
   std::shared_ptr<Comm> comm_;
   std::unique_ptr<Completer> completer_;
+  MonitoredBarrier monitored_;
+  std::atomic<uint64_t> sequence_{0};
   std::mutex issueMutex_;  // issue order = Loom's op id order = completion order
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<LoomWork>> coalesced_;

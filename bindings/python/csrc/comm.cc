@@ -17,10 +17,11 @@ namespace {
 // destroy_process_group (and a FileStore may outlive a run), so each creation takes a fresh
 // generation number: every member adds 1 to one counter, and creation k is the k-th batch of
 // `size` additions (a creation finishes only when all members have joined it).
-loomUniqueId exchangeUniqueId(c10d::Store& store, int rank, int size, const std::string& name) {
+loomUniqueId exchangeUniqueId(c10d::Store& store, int rank, int size, const std::string& name, int64_t* generation) {
   const std::string prefix = "loom/" + name + "/";
   int64_t joined = store.add(prefix + "joined", 1);
-  const std::string key = prefix + "unique_id/" + std::to_string((joined - 1) / size);
+  *generation = (joined - 1) / size;
+  const std::string key = prefix + "unique_id/" + std::to_string(*generation);
   loomUniqueId id;
   if (rank == 0) {
     checkCall(loomGetUniqueId(&id), "loomGetUniqueId");
@@ -40,7 +41,9 @@ loomUniqueId exchangeUniqueId(c10d::Store& store, int rank, int size, const std:
 Comm::Comm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
            const std::string& name)
     : rank_(rank), size_(size), timeout_(timeout), name_(name) {
-  loomUniqueId id = exchangeUniqueId(*store, rank, size, name);
+  int64_t generation = 0;
+  loomUniqueId id = exchangeUniqueId(*store, rank, size, name, &generation);
+  storePrefix_ = "loom/" + name + "/" + std::to_string(generation) + "/";
   loomConfig_t config = LOOM_CONFIG_INITIALIZER;
   config.blocking = 0;
   config.commName = name_.c_str();

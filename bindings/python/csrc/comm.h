@@ -27,6 +27,8 @@ class Comm {
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   const std::string& name() const { return name_; }
+  // Store keys under this prefix belong to this creation of the group alone.
+  const std::string& storePrefix() const { return storePrefix_; }
 
   uint64_t lastOpId() const;
   // loomCommWaitOp: loomSuccess, loomInProgress when timeoutMs passed, or the communicator's error.
@@ -43,6 +45,7 @@ class Comm {
   int rank_, size_;
   std::chrono::milliseconds timeout_;
   std::string name_;
+  std::string storePrefix_;
   mutable std::mutex mutex_;
 };
 

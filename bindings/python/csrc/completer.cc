@@ -61,7 +61,7 @@ void Completer::run() {
         loomResult_t r = comm_->waitOp(work->opId(), kPollMs);
         if (r == loomInProgress) continue;
         if (r != loomSuccess) {
-          error = commError(r, "operation " + std::to_string(work->opId()), comm_->get());
+          error = commError(r, work->describe(), comm_->get());
         } else if (!work->streamPassed()) {
           std::this_thread::sleep_for(kStreamPoll);
           continue;

@@ -13,7 +13,7 @@ using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 WorkPtr LoomBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(tensors, "broadcast");
   int root = checkRoot(opts.rootRank, "broadcast");
-  Op op{OpType::BROADCAST, opts.timeout, tensors, {}, {}, t.device()};
+  Op op{OpType::BROADCAST, opts.timeout, tensors, {}, {}, t.device(), tensors};
   at::Tensor buf = op.staging.inOut(t);
   LoomView v = movementView(buf);
   return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
@@ -47,7 +47,7 @@ WorkPtr LoomBackend::allgatherPerInput(const std::vector<std::vector<at::Tensor>
                                        std::vector<at::Tensor>& inputs, OpType type,
                                        const c10d::AllgatherOptions& opts) {
   c10::Device device = CallDevice("allgather").add(inputs).add(perInput).device();
-  Op op{type, opts.timeout, {}, {}, {}, device};
+  Op op{type, opts.timeout, {}, {}, {}, device, inputs};
   std::vector<std::pair<at::Tensor, at::Tensor>> bufs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkList(perInput[i], inputs[i], static_cast<size_t>(size_), "allgather");
@@ -77,7 +77,7 @@ WorkPtr LoomBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& ou
     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_, "Loom allgather_into_tensor: output has ",
                 outputs[i].numel(), " elements, expected ", size_, " x ", inputs[i].numel());
   Op op{inputs.size() == 1 ? OpType::_ALLGATHER_BASE : OpType::ALLGATHER_INTO_TENSOR_COALESCED, opts.timeout, outputs,
-        {}, {}, device};
+        {}, {}, device, inputs};
   std::vector<std::pair<at::Tensor, at::Tensor>> bufs;
   for (size_t i = 0; i < inputs.size(); ++i) bufs.emplace_back(op.staging.input(inputs[i]), op.staging.output(outputs[i]));
   return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
@@ -103,7 +103,7 @@ WorkPtr LoomBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::
                 "Loom gather: only the root passes output tensors");
   }
   c10::Device device = CallDevice("gather").add(inputs).add(outputs).device();
-  Op op{OpType::GATHER, opts.timeout, isRoot ? outputs[0] : std::vector<at::Tensor>{}, {}, {}, device};
+  Op op{OpType::GATHER, opts.timeout, isRoot ? outputs[0] : std::vector<at::Tensor>{}, {}, {}, device, inputs};
   at::Tensor send = op.staging.input(in);
   at::Tensor recv = isRoot ? op.staging.outputList(outputs[0]) : at::Tensor();
   LoomView v = movementView(send);
@@ -126,7 +126,7 @@ WorkPtr LoomBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::
                 "Loom scatter: only the root passes input tensors");
   }
   c10::Device device = CallDevice("scatter").add(outputs).add(inputs).device();
-  Op op{OpType::SCATTER, opts.timeout, outputs, {}, {}, device};
+  Op op{OpType::SCATTER, opts.timeout, outputs, {}, {}, device, isRoot ? inputs[0] : outputs};
   at::Tensor send = isRoot ? op.staging.inputList(inputs[0]) : at::Tensor();
   at::Tensor recv = op.staging.output(out);
   LoomView v = movementView(recv);

@@ -5,7 +5,9 @@
 namespace loomtorch {
 
 std::exception_ptr loomError(loomResult_t result, const std::string& what, const std::string& detail) {
-  std::string msg = "Loom " + what + " failed: " + loomGetErrorString(result);
+  // A timeout says "Timed out", as Gloo's do: scripts and tests (torch's own) recognise a timeout by it.
+  std::string msg = "Loom " + what + " failed: " +
+                    (result == loomTimeout ? std::string("Timed out without progress") : loomGetErrorString(result));
   if (!detail.empty()) msg += ": " + detail;
   c10::SourceLocation where{__func__, __FILE__, static_cast<uint32_t>(__LINE__)};
   if (result == loomInvalidArgument || result == loomInvalidUsage)

@@ -68,7 +68,7 @@ WorkPtr LoomBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::v
               input.scalar_type(), " and ", output.scalar_type());
   auto sendCounts = elementCounts(input, inputSplits, size_, "input");
   auto recvCounts = elementCounts(output, outputSplits, size_, "output");
-  Op op{OpType::ALLTOALL_BASE, opts.timeout, {output}, {}, {}, device};
+  Op op{OpType::ALLTOALL_BASE, opts.timeout, {output}, {}, {}, device, {input}};
   at::Tensor in = op.staging.input(input);
   at::Tensor out = op.staging.output(output);
   if (allEqual(sendCounts, recvCounts)) {
@@ -95,7 +95,7 @@ WorkPtr LoomBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::
     sendCounts.push_back(inputs[i].numel());
     recvCounts.push_back(outputs[i].numel());
   }
-  Op op{OpType::ALLTOALL, opts.timeout, outputs, {}, {}, device};
+  Op op{OpType::ALLTOALL, opts.timeout, outputs, {}, {}, device, inputs};
   at::Tensor in = op.staging.inputList(inputs);
   at::Tensor out = op.staging.outputList(outputs);
   if (allEqual(sendCounts, recvCounts)) {
@@ -112,7 +112,7 @@ WorkPtr LoomBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::
 
 WorkPtr LoomBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int /*tag: Loom orders by peer*/) {
   const at::Tensor& t = single(tensors, "send");
-  Op op{OpType::SEND, c10d::kUnsetTimeout, tensors, {}, {}, t.device()};
+  Op op{OpType::SEND, c10d::kUnsetTimeout, tensors, {}, {}, t.device(), tensors};
   at::Tensor buf = op.staging.input(t);
   LoomView v = movementView(buf);
   return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
@@ -122,12 +122,19 @@ WorkPtr LoomBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int /*t
 
 WorkPtr LoomBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int /*tag: Loom orders by peer*/) {
   const at::Tensor& t = single(tensors, "recv");
-  Op op{OpType::RECV, c10d::kUnsetTimeout, tensors, {}, {}, t.device()};
+  Op op{OpType::RECV, c10d::kUnsetTimeout, tensors, {}, {}, t.device(), tensors};
   at::Tensor buf = op.staging.output(t);
   LoomView v = movementView(buf);
   return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
     checkCall(loomRecv(buf.data_ptr(), v.count, v.type, srcRank, comm, stream), "recv");
   });
+}
+
+WorkPtr LoomBackend::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
+  TORCH_CHECK(false,
+              "Loom recv: receiving from any source (recv without src) is not supported: a Loom receive names its "
+              "peer (loomRecv), and the library has no receive that takes the next message of whichever rank sends "
+              "first; pass src");
 }
 
 }  // namespace loomtorch

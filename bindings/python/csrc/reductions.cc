@@ -11,8 +11,9 @@ using c10d::OpType;
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
 WorkPtr LoomBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) return allreduceSparse(tensors[0], opts);
   const at::Tensor& t = single(tensors, "allreduce");
-  Op op{OpType::ALLREDUCE, opts.timeout, tensors, {}, {}, t.device()};
+  Op op{OpType::ALLREDUCE, opts.timeout, tensors, {}, {}, t.device(), tensors};
   at::Tensor buf = op.staging.inOut(t);
   LoomView v = reductionView(buf, "allreduce");
   return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps& redOps) {
@@ -24,7 +25,7 @@ WorkPtr LoomBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::All
 WorkPtr LoomBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "Loom allreduce_coalesced: no tensors");
   c10::Device device = CallDevice("allreduce_coalesced").add(tensors).device();
-  Op op{OpType::ALLREDUCE_COALESCED, opts.timeout, tensors, {}, {}, device};
+  Op op{OpType::ALLREDUCE_COALESCED, opts.timeout, tensors, {}, {}, device, tensors};
   std::vector<at::Tensor> bufs;
   for (const auto& t : tensors) bufs.push_back(op.staging.inOut(t));
   return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps& redOps) {
@@ -42,7 +43,7 @@ WorkPtr LoomBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const
 WorkPtr LoomBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   const at::Tensor& t = single(tensors, "reduce");
   int root = checkRoot(opts.rootRank, "reduce");
-  Op op{OpType::REDUCE, opts.timeout, tensors, {}, {}, t.device()};
+  Op op{OpType::REDUCE, opts.timeout, tensors, {}, {}, t.device(), tensors};
   at::Tensor buf = op.staging.inOut(t);
   LoomView v = reductionView(buf, "reduce");
   return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps& redOps) {
@@ -57,7 +58,7 @@ WorkPtr LoomBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vecto
   TORCH_CHECK(inputs.size() == 1, "Loom reduce_scatter: expects one input list, got ", inputs.size());
   checkList(inputs[0], out, static_cast<size_t>(size_), "reduce_scatter");
   c10::Device device = CallDevice("reduce_scatter").add(outputs).add(inputs).device();
-  Op op{OpType::REDUCE_SCATTER, opts.timeout, outputs, {}, {}, device};
+  Op op{OpType::REDUCE_SCATTER, opts.timeout, outputs, {}, {}, device, inputs[0]};
   at::Tensor in = op.staging.inputList(inputs[0]);
   at::Tensor buf = op.staging.output(out);
   LoomView v = reductionView(buf, "reduce_scatter");
@@ -80,7 +81,7 @@ WorkPtr LoomBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& ou
     TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, "Loom reduce_scatter_tensor: input has ",
                 inputs[i].numel(), " elements, expected ", size_, " x ", outputs[i].numel());
   Op op{inputs.size() == 1 ? OpType::_REDUCE_SCATTER_BASE : OpType::REDUCE_SCATTER_TENSOR_COALESCED, opts.timeout,
-        outputs, {}, {}, device};
+        outputs, {}, {}, device, inputs};
   std::vector<std::pair<at::Tensor, at::Tensor>> bufs;
   for (size_t i = 0; i < inputs.size(); ++i) bufs.emplace_back(op.staging.input(inputs[i]), op.staging.output(outputs[i]));
   return issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps& redOps) {

@@ -62,10 +62,11 @@ at::Tensor Staging::outputList(const std::vector<at::Tensor>& list) {
 }
 
 std::function<void()> Staging::takeCopyBack() {
-  if (copies_.empty()) return nullptr;
-  return [copies = std::move(copies_)] {
+  if (copies_.empty() && steps_.empty()) return nullptr;
+  return [copies = std::move(copies_), steps = std::move(steps_)] {
     c10::NoGradGuard noGrad;
     for (const auto& [user, buf] : copies) user.detach().copy_(buf.view(user.sizes()));
+    for (const auto& step : steps) step();
   };
 }
 

@@ -26,6 +26,10 @@ class Staging {
   // Loom writes the tensors of `list` back to back.
   at::Tensor outputList(const std::vector<at::Tensor>& list);
 
+  // Host work on Loom's results before the operation counts as done, after the copies back (CPU
+  // operations only: it runs when the Work completes).
+  void then(std::function<void()> step) { steps_.push_back(std::move(step)); }
+
   // What the Work keeps alive, and the copies back to the user's tensors (LoomWork runs them).
   std::vector<at::Tensor> takeKeepAlive() { return std::move(keepAlive_); }
   std::function<void()> takeCopyBack();
@@ -33,6 +37,7 @@ class Staging {
  private:
   std::vector<at::Tensor> keepAlive_;
   std::vector<std::pair<at::Tensor, at::Tensor>> copies_;  // (user tensor, Loom's buffer)
+  std::vector<std::function<void()>> steps_;
 };
 
 }  // namespace loomtorch

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 
+#include <ATen/record_function.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
 #include "loom_error.h"
+#include "op_names.h"
 
 namespace loomtorch {
 
@@ -19,12 +21,19 @@ c10::intrusive_ptr<c10::ivalue::Future> makeFuture(const std::optional<c10::Stre
   return c10::make_intrusive<c10::ivalue::Future>(type, std::vector<c10::Device>{stream->device()});
 }
 
+// The profiler event's title, or none: for a coalesced block (its operations record theirs), and
+// when nothing observes RecordFunctions (c10d::Work would allocate one per operation to find out).
+const char* eventTitle(c10d::OpType type) {
+  if (type == c10d::OpType::COALESCED || !at::hasCallbacks()) return nullptr;
+  return profilingTitle(type);
+}
+
 }  // namespace
 
 LoomWork::LoomWork(std::shared_ptr<Comm> comm, c10d::OpType type, std::chrono::milliseconds timeout,
                    std::vector<at::Tensor> outputs, std::vector<at::Tensor> keepAlive, std::function<void()> copyBack,
-                   std::optional<c10::Stream> stream)
-    : c10d::Work(comm->rank(), type),
+                   std::optional<c10::Stream> stream, const std::vector<at::Tensor>& profiled)
+    : c10d::Work(comm->rank(), type, eventTitle(type), profiled),
       comm_(std::move(comm)),
       timeout_(timeout),
       outputs_(std::move(outputs)),
@@ -32,6 +41,10 @@ LoomWork::LoomWork(std::shared_ptr<Comm> comm, c10d::OpType type, std::chrono::m
       copyBack_(std::move(copyBack)),
       future_(makeFuture(stream)) {
   if (stream) mark_.emplace(*stream);
+}
+
+std::string LoomWork::describe() const {
+  return std::string(opName(opType_)) + " (operation " + std::to_string(opId()) + ")";
 }
 
 void LoomWork::markOnStream() {
@@ -52,7 +65,7 @@ bool LoomWork::isCompleted() {
   if (id == 0 || comm_->closed() || !streamPassed()) return false;
   loomResult_t r = comm_->waitOp(id, 0);  // just a test
   if (r == loomInProgress) return false;
-  complete(r == loomSuccess ? nullptr : commError(r, "operation " + std::to_string(id), comm_->get()));
+  complete(r == loomSuccess ? nullptr : commError(r, describe(), comm_->get()));
   return c10d::Work::isCompleted();
 }
 
@@ -69,13 +82,13 @@ bool LoomWork::wait(std::chrono::milliseconds timeout) {
     // to do so, and only catches what would still be running afterwards.
     auto limit = timeout != kNoTimeout ? timeout : timeout_ + std::max(std::chrono::milliseconds(1000), timeout_ / 10);
     loomResult_t r = comm_->waitOp(id, limit.count());
-    if (r == loomInProgress)
-      C10_THROW_ERROR(DistBackendError, "Loom: operation " + std::to_string(id) + " on process group '" +
-                                            comm_->name() + "' did not complete within " +
-                                            std::to_string(limit.count()) + " ms");
+    if (r == loomInProgress)  // worded as Gloo's, which scripts and tests look for
+      C10_THROW_ERROR(DistBackendError, "Loom " + describe() + " on process group '" + comm_->name() +
+                                            "': Timed out waiting " + std::to_string(limit.count()) +
+                                            "ms for the operation to complete");
     std::exception_ptr error;
     if (r != loomSuccess) {
-      error = commError(r, "operation " + std::to_string(id), comm_->get());
+      error = commError(r, describe(), comm_->get());
     } else if (mark_) {
       try {
         mark_->synchronize();  // Loom is done: only the copies after its gate remain on the stream
@@ -98,7 +111,7 @@ void LoomWork::waitOnCurrentStream() {
   if (!comm_->closed()) {
     loomResult_t r = comm_->asyncError();
     if (r != loomSuccess && r != loomInProgress)
-      throwError(commError(r, "operation " + std::to_string(opId()), comm_->get()));
+      throwError(commError(r, describe(), comm_->get()));
   }
   if (c10d::Work::isCompleted()) c10d::Work::wait(kNoTimeout);  // rethrows this operation's error
 }

@@ -26,10 +26,12 @@ namespace loomtorch {
 
 class LoomWork : public c10d::Work {
  public:
-  // `stream`: the CUDA stream the operation is ordered on; none for CPU operations.
+  // `stream`: the CUDA stream the operation is ordered on; none for CPU operations. `profiled`: the
+  // tensors a profiler event "loom:<op>" shows as the operation's inputs; the event starts here and
+  // ends when the work completes (a coalesced block's own work records none: its operations do).
   LoomWork(std::shared_ptr<Comm> comm, c10d::OpType type, std::chrono::milliseconds timeout,
            std::vector<at::Tensor> outputs, std::vector<at::Tensor> keepAlive, std::function<void()> copyBack,
-           std::optional<c10::Stream> stream);
+           std::optional<c10::Stream> stream, const std::vector<at::Tensor>& profiled = {});
 
   // CUDA operations: enqueues the copy-backs on the stream and records the mark after them. Called
   // once the Loom calls enqueued the operation (for a coalescing block: after loomGroupEnd) and
@@ -43,6 +45,8 @@ class LoomWork : public c10d::Work {
   // Works completed (with their copy-backs) before this one completes: the ops of a coalesced block.
   void addChild(c10::intrusive_ptr<LoomWork> child) { children_.push_back(std::move(child)); }
   const std::vector<at::Tensor>& outputs() const { return outputs_; }
+  // "barrier (operation 7)", for messages.
+  std::string describe() const;
 
   bool isCompleted() override;
   // CUDA operations without a timeout: the caller's current stream waits, then a failure of the
