@@ -2,6 +2,12 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -17,6 +23,28 @@ constexpr uint64_t kCpuMask = 0xffff;
 constexpr uint64_t kRecentNs = 200'000;
 constexpr uint32_t kSharedWaitsBeforeMove = 4;     // a single coincidence is no pattern
 constexpr uint64_t kMinMoveIntervalNs = 10'000'000;  // never thrash between CPUs
+
+// Each CPU's idle time so far (/proc/stat's idle + iowait, in clock ticks), indexed by CPU number;
+// empty when it cannot be read.
+std::vector<uint64_t> idleTicksByCpu() {
+  std::vector<uint64_t> idle;
+  FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return idle;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strncmp(line, "cpu", 3) != 0 || !std::isdigit(static_cast<unsigned char>(line[3])))
+      continue;  // not a CPU's line, or the machine's total ("cpu  ...")
+    int cpu = -1;
+    unsigned long long user, nice, system, idleTicks, iowait;
+    if (std::sscanf(line, "cpu%d %llu %llu %llu %llu %llu", &cpu, &user, &nice, &system, &idleTicks, &iowait) != 6 ||
+        cpu < 0)
+      continue;
+    if (idle.size() <= static_cast<size_t>(cpu)) idle.resize(static_cast<size_t>(cpu) + 1, 0);
+    idle[static_cast<size_t>(cpu)] = idleTicks + iowait;
+  }
+  std::fclose(f);
+  return idle;
+}
 
 }  // namespace
 
@@ -49,8 +77,30 @@ void CoreSharing::giveWay(int peer) {
     sched_yield();
     return;
   }
-  cpu_set_t elsewhere = allowed;
-  CPU_CLR(cpu_, &elsewhere);
+  // Only onto a free core: when other work fills the machine the other CPUs are busy, and a rank
+  // moved there would wait for that work's time slices (milliseconds) instead of handing the core back
+  // and forth with its peer (microseconds). A CPU counts as free when it idled at least half the time
+  // since the last look (10 ms or more ago; the first look only takes the baseline).
+  std::vector<uint64_t> idleNow = idleTicksByCpu();
+  const uint64_t elapsedNs = now - idleSampleNs_;
+  const bool baseline = idleSample_.empty() || idleNow.size() != idleSample_.size();
+  int target = -1;
+  if (!baseline) {
+    const double ticksPerNs = static_cast<double>(sysconf(_SC_CLK_TCK)) / 1e9;
+    for (size_t c = 0; c < idleNow.size() && target < 0; ++c)
+      if (static_cast<int>(c) != cpu_ && CPU_ISSET(c, &allowed) &&
+          static_cast<double>(idleNow[c] - idleSample_[c]) >= 0.5 * ticksPerNs * static_cast<double>(elapsedNs))
+        target = static_cast<int>(c);
+  }
+  idleSample_ = std::move(idleNow);
+  idleSampleNs_ = now;
+  if (target < 0) {
+    sched_yield();
+    return;
+  }
+  cpu_set_t elsewhere;
+  CPU_ZERO(&elsewhere);
+  CPU_SET(target, &elsewhere);
   if (pthread_setaffinity_np(pthread_self(), sizeof elsewhere, &elsewhere) == 0) {
     pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
     ++moves_;

@@ -7,13 +7,13 @@
 // Each waiting thread publishes its CPU, stamped with the time, in its segment header; a thread that
 // has waited on a memory peer for a microsecond compares the peer's recent stamp with its own CPU.
 // On a match it gives way at once: it yields; and after a few such waits in a row, on a host with
-// at least as many CPUs as ranks, the higher rank of the two moves itself to another CPU of its
-// affinity mask and restores the mask at once (the kernel migrates a thread whose mask excludes its
-// CPU; restoring the mask does not move it back). LOOM_IGNORE_CPU_AFFINITY=1 keeps Loom from
-// touching affinity: then it only yields.
+// at least as many CPUs as ranks, the higher rank of the two moves itself to a CPU of its affinity
+// mask that idled at least half of the last 10 ms (/proc/stat) and restores the mask at once (the kernel migrates a thread whose mask excludes its CPU; restoring the mask does not move it
+// back). LOOM_IGNORE_CPU_AFFINITY=1 keeps Loom from touching affinity: then it only yields.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace loom {
 
@@ -43,6 +43,8 @@ class CoreSharing {
   uint32_t sharedWaits_ = 0;
   uint64_t lastMoveNs_ = 0;
   uint64_t moves_ = 0;
+  std::vector<uint64_t> idleSample_;  // each CPU's idle ticks at the last look (giveWay)
+  uint64_t idleSampleNs_ = 0;
 };
 
 }  // namespace loom
