@@ -26,6 +26,17 @@ constexpr uint64_t kMinMoveIntervalNs = 10'000'000;  // never thrash between CPU
 
 // Each CPU's idle time so far (/proc/stat's idle + iowait, in clock ticks), indexed by CPU number;
 // empty when it cannot be read.
+// Threads runnable on the whole machine now (/proc/loadavg's "running/total"), or -1.
+int runnableThreads() {
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  if (!f) return -1;
+  double avg1, avg5, avg15;
+  int running = -1, total = 0;
+  if (std::fscanf(f, "%lf %lf %lf %d/%d", &avg1, &avg5, &avg15, &running, &total) != 5) running = -1;
+  std::fclose(f);
+  return running;
+}
+
 std::vector<uint64_t> idleTicksByCpu() {
   std::vector<uint64_t> idle;
   FILE* f = std::fopen("/proc/stat", "r");
@@ -80,12 +91,20 @@ void CoreSharing::giveWay(int peer) {
   // Only onto a free core: when other work fills the machine the other CPUs are busy, and a rank
   // moved there would wait for that work's time slices (milliseconds) instead of handing the core back
   // and forth with its peer (microseconds). A CPU counts as free when it idled at least half the time
-  // since the last look (10 ms or more ago; the first look only takes the baseline).
+  // since the last look (10 ms or more ago); at the first look, when the machine runs no more threads
+  // than it has CPUs, plus one.
   std::vector<uint64_t> idleNow = idleTicksByCpu();
   const uint64_t elapsedNs = now - idleSampleNs_;
   const bool baseline = idleSample_.empty() || idleNow.size() != idleSample_.size();
   int target = -1;
-  if (!baseline) {
+  if (baseline) {
+    // No history yet: a machine with no more runnable threads than CPUs, besides this one, has a free
+    // CPU now (the /proc/stat test needs 10 ms of history; a job should not wait that long at start).
+    const int runnable = runnableThreads();
+    if (runnable >= 0 && runnable <= CPU_COUNT(&allowed) + 1)
+      for (int c = 0; c < CPU_SETSIZE && target < 0; ++c)
+        if (c != cpu_ && CPU_ISSET(c, &allowed)) target = c;
+  } else {
     const double ticksPerNs = static_cast<double>(sysconf(_SC_CLK_TCK)) / 1e9;
     for (size_t c = 0; c < idleNow.size() && target < 0; ++c)
       if (static_cast<int>(c) != cpu_ && CPU_ISSET(c, &allowed) &&

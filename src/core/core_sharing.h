@@ -35,6 +35,9 @@ class CoreSharing {
   void waitEndedApart() { sharedWaits_ = 0; }
 
   uint64_t moves() const { return moves_; }
+  // Whether the last look found the peer on this core: then the next wait looks at once, since a
+  // spin cannot end before the peer runs.
+  bool sharing() const { return sharedWaits_ > 0; }
 
  private:
   const TransportSet* transports_;

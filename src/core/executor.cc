@@ -274,7 +274,7 @@ void IdleWaiter::waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memory
   const int64_t idle = idleNs();
   if (idle < spinNs_) {
     // A peer that has not answered within a microsecond may be waiting for this very core.
-    if (sharing_ && peer_ >= 0 && idle > kShareProbeNs) {
+    if (sharing_ && peer_ >= 0 && (idle > kShareProbeNs || sharing_->sharing())) {
       if (sharing_->sharesCpuWith(peer_)) return sharing_->giveWay(peer_);
       sharing_->waitEndedApart();
     }
