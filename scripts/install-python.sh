@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the Python package and its tests need (torch from PyPI, numpy, pytest; tqdm and
-# matplotlib for the training example), builds
-# libloom if missing, then builds loom._C in place and makes `import loom` work for python3
+# Installs what the Python package and its tests need (torch from PyPI, numpy, pytest, expecttest for
+# torch's own distributed test suite; tqdm and matplotlib for the training example), builds libloom if
+# missing, then builds loom._C in place and makes `import loom` work for python3
 # (a .pth file pointing at bindings/python). Skips whatever is already there.
 #
 #   LOOM_PYTHON           interpreter to install for (default: python3)
@@ -44,7 +44,7 @@ if ! has torch; then
   "$py" -m pip install "${pip_args[@]}" "${index[@]}" "torch==$torch_version"
 fi
 missing=()
-for m in numpy pytest setuptools tqdm matplotlib; do has "$m" || missing+=("$m"); done
+for m in numpy pytest setuptools tqdm matplotlib expecttest; do has "$m" || missing+=("$m"); done
 if ((${#missing[@]})); then "$py" -m pip install "${pip_args[@]}" "${missing[@]}"; fi
 
 [ -f "$LOOM_BUILD_DIR/libloom.so" ] || bash scripts/build.sh
