@@ -63,9 +63,13 @@ check_inside() {
   local empty_dir empty_file path
   empty_dir="$(mktemp -d)"
   empty_file="$(mktemp)"
+  local arch
+  arch="$(dpkg --print-architecture)"
   for p in "${packages[@]}"; do
     [ "$p" = libudev1 ] && continue  # the system's own run-time library, present on the GPU machine too
-    dpkg -L "$p" 2>/dev/null | while read -r path; do
+    # The native package: with another architecture's copy installed too (scripts/cross-aarch64.sh), a
+    # bare name is ambiguous to dpkg; packages for all architectures have no qualified name.
+    { dpkg -L "$p:$arch" 2>/dev/null || dpkg -L "$p" 2>/dev/null || true; } | while read -r path; do
       case "$path" in
         /usr/include/*|/usr/lib/x86_64-linux-gnu/lib*|/usr/bin/*pkg*) [ -f "$path" ] && ! [ -L "$path" ] && mount --bind "$empty_file" "$path" ;;
       esac
