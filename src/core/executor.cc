@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/cpu_relax.h"
+#include "base/thread_scratch.h"
 #include "base/log.h"
 #include "kernels/cpu/stream_copy.h"
 #include "transport/doorbell.h"
@@ -382,18 +383,8 @@ Status executeWork(std::span<CommWork> work, int* failedComm) {
   *failedComm = -1;
   // A thread's runners are kept from call to call: their vectors keep their capacity, so that a small
   // operation allocates nothing here (allocation was a fifth of an 8 B allreduce's time).
-  thread_local std::vector<PlanRunner> kept;
-  thread_local bool keptInUse = false;
-  std::vector<PlanRunner> own;  // only if this thread is already inside executeWork
-  std::vector<PlanRunner>& pool = keptInUse ? own : kept;
-  const bool usesKept = !keptInUse;
-  keptInUse = true;
-  struct Release {
-    bool release;
-    ~Release() {
-      if (release) keptInUse = false;
-    }
-  } release{usesKept};
+  ThreadScratch<PlanRunner> scratch;
+  std::vector<PlanRunner>& pool = scratch.get();
   if (pool.size() < work.size()) pool.resize(work.size(), PlanRunner(nullptr));
   for (size_t i = 0; i < work.size(); ++i) pool[i].rebind(&work[i]);
   const std::span<PlanRunner> runners(pool.data(), work.size());

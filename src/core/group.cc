@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "base/thread_scratch.h"
 #include "core/async_engine.h"
 #include "core/communicator.h"
 #include "core/executor.h"
@@ -109,19 +110,9 @@ Status waitIfBlocking(loomComm_t comm, const std::vector<Operation>& ops) {
 // `busy` locks the caller holds.
 Status runHostOperations(const std::vector<Operation>& ops, const std::vector<loomComm_t>& comms) {
   // This thread's CommWorks, kept from call to call (as executeWork keeps its runners): a small
-  // operation allocates no vectors here. A call nested in another (none today) gets its own.
-  thread_local std::vector<CommWork> kept;
-  thread_local bool keptInUse = false;
-  std::vector<CommWork> own;
-  std::vector<CommWork>& slots = keptInUse ? own : kept;
-  const bool usesKept = !keptInUse;
-  keptInUse = true;
-  struct Release {
-    bool release;
-    ~Release() {
-      if (release) keptInUse = false;
-    }
-  } release{usesKept};
+  // operation allocates no vectors here.
+  ThreadScratch<CommWork> scratch;
+  std::vector<CommWork>& slots = scratch.get();
   if (slots.size() < comms.size()) slots.resize(comms.size());
   size_t used = 0;
   for (loomComm_t comm : comms) {
