@@ -118,13 +118,11 @@ bool AsyncEngine::startOnCaller(std::unique_ptr<Task>& task) {
   }
   finishTask(*task, Status::Ok());
   completeLocked(task->id);
+  changed_.notify_all();  // waiters on this operation, and the progress thread
   // Work queued behind this one while it ran: the progress thread admits it now.
   if (!pending_.empty()) {
     submissions_.fetch_add(1, std::memory_order_seq_cst);
-    changed_.notify_all();
     ringDoorbell(comm_->transports->bell());
-  } else {
-    changed_.notify_all();  // waiters on this operation
   }
   return true;
 }

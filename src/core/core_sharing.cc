@@ -9,7 +9,6 @@
 #include <cstring>
 #include <vector>
 
-#include "base/clock.h"
 #include "base/log.h"
 #include "transport/transport_set.h"
 
@@ -24,8 +23,6 @@ constexpr uint64_t kRecentNs = 200'000;
 constexpr uint32_t kSharedWaitsBeforeMove = 4;     // a single coincidence is no pattern
 constexpr uint64_t kMinMoveIntervalNs = 10'000'000;  // never thrash between CPUs
 
-// Each CPU's idle time so far (/proc/stat's idle + iowait, in clock ticks), indexed by CPU number;
-// empty when it cannot be read.
 // Threads runnable on the whole machine now (/proc/loadavg's "running/total"), or -1.
 int runnableThreads() {
   FILE* f = std::fopen("/proc/loadavg", "r");
@@ -37,6 +34,8 @@ int runnableThreads() {
   return running;
 }
 
+// Each CPU's idle time so far (/proc/stat's idle + iowait, in clock ticks), indexed by CPU number;
+// empty when it cannot be read.
 std::vector<uint64_t> idleTicksByCpu() {
   std::vector<uint64_t> idle;
   FILE* f = std::fopen("/proc/stat", "r");
@@ -59,12 +58,11 @@ std::vector<uint64_t> idleTicksByCpu() {
 
 }  // namespace
 
-bool CoreSharing::sharesCpuWith(int peer) {
+bool CoreSharing::sharesCpuWith(int peer, uint64_t now) {
   if (peer < 0) return false;
   const int cpu = sched_getcpu();
   if (cpu < 0) return false;
   cpu_ = cpu;
-  const uint64_t now = nowNs();
   transports_->publishWaitingCpu((now & ~kCpuMask) | static_cast<uint64_t>(cpu));
   const uint64_t theirs = transports_->peerWaitingCpu(peer);
   if (theirs == 0 || (theirs & kCpuMask) != static_cast<uint64_t>(cpu)) return false;
@@ -72,9 +70,8 @@ bool CoreSharing::sharesCpuWith(int peer) {
   return now >= stamped ? now - stamped < kRecentNs : true;
 }
 
-void CoreSharing::giveWay(int peer) {
+void CoreSharing::giveWay(int peer, uint64_t now) {
   ++sharedWaits_;
-  const uint64_t now = nowNs();
   if (!mayMove_ || transports_->rank() < peer || sharedWaits_ < kSharedWaitsBeforeMove ||
       now - lastMoveNs_ < kMinMoveIntervalNs || cpu_ < 0) {
     sched_yield();
@@ -122,7 +119,6 @@ void CoreSharing::giveWay(int peer) {
   CPU_SET(target, &elsewhere);
   if (pthread_setaffinity_np(pthread_self(), sizeof elsewhere, &elsewhere) == 0) {
     pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
-    ++moves_;
     LOOM_TRACE(Init, "a peer waited on this thread from CPU {}: moved to CPU {}", cpu_, sched_getcpu());
   } else {
     sched_yield();

@@ -27,14 +27,13 @@ class CoreSharing {
 
   // Publishes this thread's CPU and tells whether `peer` (a memory peer) waited on the same CPU
   // within the last kRecentNs. False for other peers.
-  bool sharesCpuWith(int peer);
+  bool sharesCpuWith(int peer, uint64_t now);
   // Lets `peer`, on this CPU, run: moves this thread away (see above) or yields. Of two ranks that
   // share a core only the higher moves: both moving at once would land them together again.
-  void giveWay(int peer);
+  void giveWay(int peer, uint64_t now);
   // The waits since the last move in which the peer was on this CPU; reset when a wait ends normally.
   void waitEndedApart() { sharedWaits_ = 0; }
 
-  uint64_t moves() const { return moves_; }
   // Whether the last look found the peer on this core: then the next wait looks at once, since a
   // spin cannot end before the peer runs.
   bool sharing() const { return sharedWaits_ > 0; }
@@ -45,7 +44,6 @@ class CoreSharing {
   int cpu_ = -1;
   uint32_t sharedWaits_ = 0;
   uint64_t lastMoveNs_ = 0;
-  uint64_t moves_ = 0;
   std::vector<uint64_t> idleSample_;  // each CPU's idle ticks at the last look (giveWay)
   uint64_t idleSampleNs_ = 0;
 };

@@ -276,7 +276,7 @@ void IdleWaiter::waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memory
   if (idle < spinNs_) {
     // A peer that has not answered within a microsecond may be waiting for this very core.
     if (sharing_ && peer_ >= 0 && (idle > kShareProbeNs || sharing_->sharing())) {
-      if (sharing_->sharesCpuWith(peer_)) return sharing_->giveWay(peer_);
+      if (sharing_->sharesCpuWith(peer_, now_)) return sharing_->giveWay(peer_, now_);
       sharing_->waitEndedApart();
     }
     if (yield_ || idle > kPureSpinNs)
