@@ -174,6 +174,16 @@ LOOM_API loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_
                                loomComm_t comm, loomStream_t stream);
 LOOM_API loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer,
                                loomComm_t comm, loomStream_t stream);
+/* Receives count elements from whichever rank's send arrives first (MPI_ANY_SOURCE) and writes
+ * that rank to *source once the receive completed (a nonblocking communicator: after
+ * loomCommWaitOp). It takes the next message of that rank, as loomRecv would: it waits for the
+ * receives issued before it, and later ones wait for it. Only sends match it, never a collective's
+ * traffic; the send must have the same size in bytes. Inside a group it must be the only receive.
+ * Device buffers are staged through host memory; on a communicator that runs device buffers in plan
+ * kernels (a sender's device buffer would travel through GPU FIFOs) it is refused with
+ * loomInvalidUsage. */
+LOOM_API loomResult_t loomRecvAny(void* recvbuff, size_t count, loomDataType_t datatype, int* source,
+                                  loomComm_t comm, loomStream_t stream);
 
 LOOM_API loomResult_t loomGroupStart(void);
 LOOM_API loomResult_t loomGroupEnd(void);

@@ -57,7 +57,9 @@ std::vector<int> allReduceTreeParents(const std::vector<int>& order, int channel
 
 // Point-to-point operations of one group on one rank, in call order. Operations towards the same peer
 // in the same direction are matched in order with the peer's; sends to self pair with receives from
-// self in order and become copies.
-Status buildP2pPlan(int nranks, int rank, const std::vector<P2pOp>& ops, uint64_t chunkElems, Plan* plan);
+// self in order and become copies. Every lane uses `channel`: the host path gives point-to-point traffic
+// a channel of its own (TransportSet::p2pChannel), device FIFOs use channel 0.
+Status buildP2pPlan(int nranks, int rank, const std::vector<P2pOp>& ops, uint64_t chunkElems, Plan* plan,
+                    uint32_t channel = 0);
 
 }  // namespace loom

@@ -9,11 +9,23 @@
 
 namespace loom {
 
-Status buildP2pPlan(int nranks, int rank, const std::vector<P2pOp>& ops, uint64_t chunkElems, Plan* plan) {
+Status buildP2pPlan(int nranks, int rank, const std::vector<P2pOp>& ops, uint64_t chunkElems, Plan* plan,
+                    uint32_t channel) {
   if (nranks < 1) return invalidArgument("SendRecv: nranks {} must be at least 1", nranks);
   if (rank < 0 || rank >= nranks) return invalidArgument("SendRecv: rank {} out of range [0, {})", rank, nranks);
   if (chunkElems < 1) return invalidArgument("SendRecv: chunkElems must be at least 1");
+  size_t receives = 0, anyReceives = 0;
+  for (const P2pOp& op : ops) {
+    receives += !op.isSend;
+    anyReceives += !op.isSend && op.peer == kAnyPeer;
+  }
+  // Two receives of one plan run side by side on their lanes: one from any source could take the
+  // other's message.
+  if (anyReceives > 0 && receives > 1)
+    return invalidArgument("SendRecv: a receive from any source must be the only receive of its group ({} receives)",
+                           receives);
   for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].peer == kAnyPeer && !ops[i].isSend) continue;
     if (ops[i].peer < 0 || ops[i].peer >= nranks)
       return invalidArgument("SendRecv: {} #{} names peer {}, out of range [0, {})", ops[i].isSend ? "send" : "recv",
                              i, ops[i].peer, nranks);
@@ -30,6 +42,7 @@ Status buildP2pPlan(int nranks, int rank, const std::vector<P2pOp>& ops, uint64_
     if (it == laneOf.end()) {
       it = laneOf.emplace(std::make_pair(peer, isSend), plan->lanes.size()).first;
       plan->lanes.emplace_back();
+      plan->lanes.back().channel = channel;
     }
     return plan->lanes[it->second];
   };

@@ -43,6 +43,10 @@ constexpr uint32_t kRecvBuffer = 1;
 constexpr uint32_t kScratchBuffer = 2;
 constexpr uint32_t kFirstP2pBuffer = 3;
 
+// A Recv step's peer that is chosen when the step runs (a receive from any source): the first rank
+// whose next message on the lane's channel has arrived; the lane's later steps take the same rank.
+constexpr int32_t kAnyPeer = -2;
+
 struct BufRef {
   uint32_t buffer = kNoBuffer;
   uint64_t offset = 0;  // elements
@@ -92,7 +96,7 @@ struct Plan {
 // One point-to-point operation of a group, as the p2p builder sees it.
 struct P2pOp {
   bool isSend = false;
-  int peer = 0;
+  int peer = 0;  // kAnyPeer: a receive from whichever rank sends first
   uint64_t count = 0;  // elements
 };
 

@@ -1,5 +1,6 @@
 // C API: collectives, point-to-point and groups. Each call becomes an Operation, validated before
 // any data moves, and runs now or at the end of the enclosing group.
+#include "algorithms/plan.h"
 #include "core/api_result.h"
 #include "core/group.h"
 
@@ -80,6 +81,13 @@ LOOM_API loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_
 LOOM_API loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer, loomComm_t comm,
                                loomStream_t stream) {
   return submit(makeOp(Collective::SendRecv, nullptr, recvbuff, count, datatype, loomSum, peer, comm, stream));
+}
+
+LOOM_API loomResult_t loomRecvAny(void* recvbuff, size_t count, loomDataType_t datatype, int* source, loomComm_t comm,
+                                  loomStream_t stream) {
+  Operation op = makeOp(Collective::SendRecv, nullptr, recvbuff, count, datatype, loomSum, kAnyPeer, comm, stream);
+  op.anySource = source;
+  return submit(op);
 }
 
 LOOM_API loomResult_t loomGroupStart(void) { return apiCall(nullptr, [] { return groupStart(); }); }

@@ -27,6 +27,11 @@ std::vector<std::pair<int, bool>> linksOf(const CommWork& work) {
       for (const Step& s : lane.steps) {
         if (s.sendPeer >= 0) links.emplace_back(s.sendPeer, true);
         if (s.recvPeer >= 0) links.emplace_back(s.recvPeer, false);
+        // A receive from any source may take the next message of every peer: it waits for every
+        // earlier receive, and every later one waits for it.
+        if (s.recvPeer == kAnyPeer)
+          for (int q = 0; q < work.transports->nranks(); ++q)
+            if (q != work.transports->rank()) links.emplace_back(q, false);
       }
   std::sort(links.begin(), links.end());
   links.erase(std::unique(links.begin(), links.end()), links.end());
@@ -253,9 +258,9 @@ void AsyncEngine::run() {
   pthread_setname_np(pthread_self(), "loom-progress");  // what ps, top and gdb show
   comm_->numaBinding.bindThisThread();
   TransportSet& transports = *comm_->transports;
-  IdleWaiter waiter(comm_->spinNs, comm_->oversubscribed);
+  IdleWaiter waiter(comm_->spinNs, comm_->oversubscribed, comm_->waitHistory.get());
   CoreSharing sharing(comm_->transports.get(), comm_->mayMoveThreads);
-  waiter.progressed();
+  waiter.restart();
   uint64_t lastHealthCheck = nowNs();
   WaitList waits;
   for (;;) {
@@ -271,7 +276,7 @@ void AsyncEngine::run() {
       if (callerDriving_) continue;  // a submitting thread runs its operation (submit); it wakes us after
       const bool wasIdle = active_.empty();
       admitLocked(&gateFailure);
-      if (wasIdle && !active_.empty()) waiter.progressed();  // new work: spin before sleeping again
+      if (wasIdle && !active_.empty()) waiter.restart();  // new work: spin before sleeping again
       if (gateFailure.ok()) {
         if (active_.empty() && pending_.empty()) {
           if (stop_) return;

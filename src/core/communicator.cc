@@ -127,6 +127,8 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   int ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed = localRanks > ncpus;
   comm->spinNs = envInt("LOOM_SPIN_US", comm->oversubscribed ? 5 : 2000) * 1000;
+  // LOOM_SPIN_US set: the user's spin, kept whatever the waits do.
+  comm->waitHistory = std::make_unique<WaitHistory>(!envString("LOOM_SPIN_US", "").empty());
   comm->mayMoveThreads = !comm->oversubscribed && envInt("LOOM_IGNORE_CPU_AFFINITY", 0) != 1;
   comm->callerSharing = std::make_unique<CoreSharing>(comm->transports.get(), comm->mayMoveThreads);
   reportJobTopology(comm);

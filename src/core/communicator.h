@@ -15,6 +15,7 @@
 #include "core/async_engine.h"
 #include "core/core_sharing.h"
 #include "core/plan_cache.h"
+#include "core/wait_history.h"
 #include "device/device_layer.h"
 #include "core/trace.h"
 #include "topology/job_topology.h"
@@ -95,6 +96,8 @@ struct loomComm {
   // Keyed without rings or node shape: both are fixed for the communicator's lifetime.
   loom::PlanCache planCache;
   int64_t spinNs = 0;           // spin this long before sleeping (short when ranks outnumber cores)
+  // How recent waits for peers ended: waiters spin briefly while they keep outlasting spinNs.
+  std::unique_ptr<loom::WaitHistory> waitHistory;
   bool oversubscribed = false;  // more ranks on this host than cores we may run on
   bool mayMoveThreads = false;  // not oversubscribed, and LOOM_IGNORE_CPU_AFFINITY unset (core/core_sharing.h)
   // What a caller's thread (blocking operations, under `busy`) does about a peer on its core.

@@ -112,10 +112,29 @@ Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s,
     direct = sc->sendsDirect() && (s.kind == StepKind::Send || s.dst.valid());
     if (direct ? !sc->directSendReady() : (out = sc->trySendBuffer()) == nullptr) return waitFor(Wait::Send, s.sendPeer);
   }
-  if (s.recvPeer >= 0) {
-    rc = t.recv(s.recvPeer, ch);
+  int recvPeer = s.recvPeer;
+  if (recvPeer == kAnyPeer) {
+    if (ls.anyPeer < 0) {
+      // The first rank whose next message on the point-to-point channel has arrived (nothing but sends
+      // travel there: collectives use channels of their own); its later messages complete the
+      // receive. Looking from the next rank up keeps low ranks from always winning.
+      for (int k = 1; k < t.nranks() && ls.anyPeer < 0; ++k) {
+        const int q = (t.rank() + k) % t.nranks();
+        if (Status st = t.recv(q, ch)->tryRecv(bytes, &in); !st.ok()) {
+          if (t.peerClosed(q)) continue;  // a rank that finished and closed sends nothing more
+          return st;
+        }
+        if (in) ls.anyPeer = q;
+      }
+      if (ls.anyPeer < 0) return waitFor(Wait::Recv, kAnyPeer);
+      if (bp.anySource) *bp.anySource = ls.anyPeer;
+    }
+    recvPeer = ls.anyPeer;
+  }
+  if (recvPeer >= 0) {
+    rc = t.recv(recvPeer, ch);
     LOOM_TRY(rc->tryRecv(bytes, &in));
-    if (!in) return waitFor(Wait::Recv, s.recvPeer);
+    if (!in) return waitFor(Wait::Recv, recvPeer);
   }
   const char* sendFrom = nullptr;  // direct sends
   switch (s.kind) {
@@ -198,7 +217,8 @@ Status PlanRunner::advance(bool* progressed) {
         if (work_->tracer) {
           const Step& s = lane.steps[ls.next];
           uint64_t now = nowNs();
-          work_->tracer->step(static_cast<int>(l), stepKindName(s.kind), s.sendPeer >= 0 ? s.sendPeer : s.recvPeer,
+          const int recvPeer = s.recvPeer == kAnyPeer ? ls.anyPeer : s.recvPeer;
+          work_->tracer->step(static_cast<int>(l), stepKindName(s.kind), s.sendPeer >= 0 ? s.sendPeer : recvPeer,
                               s.count * bp.elemSize, ls.readySinceNs, now);
           ls.readySinceNs = now;
         }
@@ -238,9 +258,9 @@ std::string PlanRunner::describeWaits() const {
   for (size_t l = 0; l < lanes_.size(); ++l) {
     const LaneState& ls = lanes_[l];
     if (ls.next >= bp.plan->lanes[l].steps.size() || ls.waitingOn == Wait::None) continue;
-    text += fmt::format("{}lane {} step {}/{} waits to {} rank {}", text.empty() ? "" : "; ", l, ls.next,
+    text += fmt::format("{}lane {} step {}/{} waits to {} {}", text.empty() ? "" : "; ", l, ls.next,
                         bp.plan->lanes[l].steps.size(), ls.waitingOn == Wait::Send ? "send to" : "receive from",
-                        ls.waitPeer);
+                        ls.waitPeer == kAnyPeer ? "any rank" : fmt::format("rank {}", ls.waitPeer));
   }
   if (text.empty() && flushWaitPeer_ >= 0)
     text = fmt::format("every step done, its sends to rank {} have not all left", flushWaitPeer_);
@@ -264,7 +284,12 @@ void PlanRunner::collectWaits(WaitList* waits) const {
   for (size_t l = 0; l < lanes_.size(); ++l) {
     const LaneState& ls = lanes_[l];
     const int channel = static_cast<int>(bp.plan->lanes[l].channel);
-    if (ls.waitingOn == Wait::Recv) t.recv(ls.waitPeer, channel)->addWaits(waits);
+    if (ls.waitingOn == Wait::Recv && ls.waitPeer == kAnyPeer) {
+      for (int q = 0; q < t.nranks(); ++q)
+        if (q != t.rank()) t.recv(q, channel)->addWaits(waits);
+    } else if (ls.waitingOn == Wait::Recv) {
+      t.recv(ls.waitPeer, channel)->addWaits(waits);
+    }
     if (ls.waitingOn == Wait::Send) t.send(ls.waitPeer, channel)->addWaits(waits);
   }
   for (SendConnection* c : sendsUsed_) c->addWaits(waits);
@@ -273,7 +298,7 @@ void PlanRunner::collectWaits(WaitList* waits) const {
 void IdleWaiter::waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs) {
   // Spin (cheapest wake-up), then yield (lets whatever else is runnable have the core), then sleep.
   const int64_t idle = idleNs();
-  if (idle < spinNs_) {
+  if (idle < budgetNs_) {
     // A peer that has not answered within a microsecond may be waiting for this very core.
     if (sharing_ && peer_ >= 0 && (idle > kShareProbeNs || sharing_->sharing())) {
       if (sharing_->sharesCpuWith(peer_, now_)) return sharing_->giveWay(peer_, now_);
@@ -290,6 +315,7 @@ void IdleWaiter::waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memory
     const int64_t us = std::min<int64_t>(maxSleepUs, memoryPeers ? 1000 : maxSleepUs);
     const timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
     ::ppoll(copy.data(), copy.size(), &ts, nullptr);
+    now_ = nowNs();  // as after a doorbell sleep: the wait's length reaches its end
   } else {
     sched_yield();
   }
@@ -395,8 +421,9 @@ Status executeWork(std::span<CommWork> work, int* failedComm) {
     yieldWhileSpinning = yieldWhileSpinning || w.oversubscribed;
     memoryPeers = memoryPeers || w.transports->hasMemoryPeers();
   }
-  IdleWaiter waiter(spinNs, yieldWhileSpinning);
-  waiter.progressed();
+  // One communicator's waits teach its history; a thread driving several learns nothing from them.
+  IdleWaiter waiter(spinNs, yieldWhileSpinning, work.size() == 1 ? work[0].waitHistory : nullptr);
+  waiter.restart();
   uint64_t lastHealthCheck = nowNs();
   WaitList waits;
   Doorbell* bell = work.empty() ? nullptr : work[0].transports->bell();
@@ -422,11 +449,9 @@ Status executeWork(std::span<CommWork> work, int* failedComm) {
       }
     bool progressed = false;
     LOOM_TRY(pass(&progressed));
+    if (progressed) waiter.progressed();  // before returning: the pass that completes ends a wait too
     if (allDone) return Status::Ok();
-    if (progressed) {
-      waiter.progressed();
-      continue;
-    }
+    if (progressed) continue;
     const uint64_t now = nowNs();
     waiter.tick(now);
     if (now - lastHealthCheck > kHealthCheckNs) {
@@ -448,8 +473,8 @@ Status executeWork(std::span<CommWork> work, int* failedComm) {
     waiter.watchPeer(work.size() == 1 ? work[0].sharing : nullptr, work.size() == 1 ? runners[0].blockedPeer() : -1);
     // One thread driving several communicators cannot sleep on all their doorbells: nap briefly.
     LOOM_TRY(waiter.idle(bell, waits, memoryPeers || work.size() > 1, work.size() > 1 ? 200 : 100000, pass, &progressed));
-    if (allDone) return Status::Ok();
     if (progressed) waiter.progressed();
+    if (allDone) return Status::Ok();
   }
 }
 

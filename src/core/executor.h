@@ -15,10 +15,12 @@
 #include <vector>
 
 #include "algorithms/plan.h"
+#include "base/clock.h"
 #include "base/status.h"
 #include "core/core_sharing.h"
 #include "core/operation.h"
 #include "core/trace.h"
+#include "core/wait_history.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/doorbell.h"
 #include "transport/transport_set.h"
@@ -39,6 +41,7 @@ struct BoundPlan {
   std::vector<char> scratch;     // Plan::scratchElems elements
   bool streamOutput = false;     // copies into the receive buffer use non-temporal stores
   std::vector<char> stagedSend;  // a copy of the send buffer (overlap with the output, PreMulSum)
+  int* anySource = nullptr;      // a receive from any source: the sender's rank is written here
   // Filled when the plan starts, not when it is issued: on a nonblocking communicator an earlier
   // queued operation may still write the user's buffer.
   const char* stageFrom = nullptr;
@@ -59,6 +62,7 @@ struct CommWork {
   const std::atomic<bool>* abort = nullptr;
   int64_t timeoutMs = 0;        // no progress for this long -> loomTimeout (0: never)
   int64_t spinNs = 0;           // how long to spin before sleeping when nothing moves
+  WaitHistory* waitHistory = nullptr;  // the communicator's: shortens the spin while waits run long
   bool oversubscribed = false;  // yield the core while spinning
   CoreSharing* sharing = nullptr;  // the driving thread's: what to do about a peer on its core
   Tracer* tracer = nullptr;     // LOOM_TRACE_FILE, else null
@@ -98,7 +102,8 @@ class PlanRunner {
     size_t next = 0;
     uint64_t readySinceNs = 0;  // when the lane's current step could first start (for traces)
     Wait waitingOn = Wait::None;
-    int waitPeer = -1;
+    int waitPeer = -1;  // kAnyPeer: a receive from any source that no message matched yet
+    int anyPeer = -1;   // the rank a receive from any source took its first message from
   };
   // A direct send in flight reads [begin, end) of a buffer until its connection says it is done.
   struct DirectSend {
@@ -126,16 +131,31 @@ class PlanRunner {
   uint64_t planStartNs_ = 0;
 };
 
-// What a thread does while the runners it drives cannot move: spin, then yield, then sleep.
+// What a thread does while the runners it drives cannot move: spin, then yield, then sleep. How long
+// it spins follows the communicator's recent waits (core/wait_history.h), when it has a history.
 class IdleWaiter {
  public:
-  IdleWaiter(int64_t spinNs, bool yieldWhileSpinning) : spinNs_(spinNs), yield_(yieldWhileSpinning) {}
-  // Progress was made: the idle time restarts at the next tick (no clock read on the busy path).
-  void progressed() { fresh_ = true; }
+  IdleWaiter(int64_t spinNs, bool yieldWhileSpinning, WaitHistory* history = nullptr)
+      : spinNs_(spinNs), budgetNs_(spinNs), yield_(yieldWhileSpinning), history_(history) {}
+  // Progress was made: the idle time restarts at the next tick (no clock read on the busy path). A
+  // wait that idled is recorded, as long as it lasted up to the last clock read (after a sleep, its end).
+  void progressed() {
+    if (waited_ && history_) history_->record(idleNs());
+    waited_ = false;
+    fresh_ = true;
+  }
+  // New work after none: the idle time restarts, and the time without work is no wait for a peer.
+  void restart() {
+    waited_ = false;
+    fresh_ = true;
+  }
   // The time of this pass (one clock read per pass the driving loop makes while idle).
   void tick(uint64_t now) {
     now_ = now;
-    if (fresh_) lastProgress_ = now, fresh_ = false;
+    if (fresh_) {
+      lastProgress_ = now, fresh_ = false;
+      budgetNs_ = history_ ? history_->spinBudget(spinNs_) : spinNs_;
+    }
   }
   // Since the last progress, as of the last tick.
   int64_t idleNs() const { return static_cast<int64_t>(now_ - lastProgress_); }
@@ -152,8 +172,9 @@ class IdleWaiter {
   Status idle(Doorbell* bell, const WaitList& waits, bool memoryPeers, int64_t maxSleepUs, Retry&& retry,
               bool* progressed) {
     *progressed = false;
+    waited_ = true;
     maxSleepUs = std::min(maxSleepUs, waits.maxSleepUs);
-    if (idleNs() < spinNs_ || !waits.fds.empty() || !bell) {
+    if (idleNs() < budgetNs_ || !waits.fds.empty() || !bell) {
       waitWithoutDoorbell(waits.fds, memoryPeers, maxSleepUs);
       return Status::Ok();
     }
@@ -164,13 +185,17 @@ class IdleWaiter {
       return st;
     }
     sleepAnnounced(bell, seen, maxSleepUs);
+    now_ = nowNs();  // one clock read per sleep: the wait's length reaches its end
     return Status::Ok();
   }
 
  private:
   void waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs);
   int64_t spinNs_;
+  int64_t budgetNs_;  // this wait's spin: spinNs_, or brief while the history says waits run long
   bool yield_;
+  WaitHistory* history_;
+  bool waited_ = false;  // idle() ran since the last progress
   uint64_t lastProgress_ = 0;
   uint64_t now_ = 0;
   bool fresh_ = true;

@@ -30,6 +30,7 @@ CommWork workFor(loomComm_t comm) {
   w.abort = &comm->aborted;
   w.timeoutMs = comm->settings.timeoutMs;
   w.spinNs = comm->spinNs;
+  w.waitHistory = comm->waitHistory.get();
   w.oversubscribed = comm->oversubscribed;
   w.sharing = comm->callerSharing.get();
   w.tracer = comm->tracer.get();
@@ -221,6 +222,20 @@ Status settleKernelRoutes(const std::vector<Operation>& ops, Routing* r) {
   return Status::Ok();
 }
 
+// A receive from any source watches the host transports' point-to-point channel of every peer. On a
+// communicator that runs device buffers through plan kernels, a peer's send from GPU memory travels
+// through GPU FIFOs instead, where it would never see it: refused rather than left to time out.
+Status refuseAnySourceIntoKernelMemory(const std::vector<Operation>& ops, const Routing& r) {
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].coll == Collective::SendRecv && ops[i].root == kAnyPeer && r.route[i] == Route::Kernel)
+      return errorStatus(loomInvalidUsage,
+                         "{} on {}: its buffer is GPU memory on a communicator whose device-buffer sends run in plan "
+                         "kernels, which a receive from any source cannot watch; receive into host memory (nothing "
+                         "of the group ran)",
+                         operationName(ops[i]), ops[i].comm->describe());
+  return Status::Ok();
+}
+
 // What runs through the host path (staged or not) on a stream being captured into a CUDA graph is
 // refused, before anything of the group is launched: its host side would not be in the graph.
 Status refuseCapturedHostWork(const std::vector<Operation>& ops, const Routing& r) {
@@ -281,7 +296,7 @@ Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const R
   }
   if (!p2p.empty()) {
     BoundPlan bp;
-    LOOM_TRY(planPointToPoint(comm, p2p, &bp));
+    LOOM_TRY(planPointToPoint(comm, p2p, &bp, PlanFor::Device));
     if (!bp.plan->lanes.empty()) plans.push_back(kernelPlanOf(std::move(bp)));
   }
   return dev.launch(plans, streams);
@@ -341,6 +356,7 @@ Status runOperations(const std::vector<Operation>& ops) {
   for (loomComm_t comm : comms) LOOM_TRY(checkCommUsable(comm));
   if (!device::cudaUsable()) return runHostOperations(ops, comms);  // no device memory in this process
   Routing routing = routeOperations(ops);
+  LOOM_TRY(refuseAnySourceIntoKernelMemory(ops, routing));
   if (routing.any(Route::Kernel)) LOOM_TRY(settleKernelRoutes(ops, &routing));
   LOOM_TRY(refuseCapturedHostWork(ops, routing));
   // Plan kernels first: their launches return at once, while the host part below may wait for peers.

@@ -2,13 +2,14 @@
 
 #include <limits>
 
+#include "algorithms/plan.h"
 #include "base/datatype.h"
 #include "core/communicator.h"
 
 namespace loom {
 
 const char* operationName(const Operation& op) {
-  if (op.coll == Collective::SendRecv) return op.isSend ? "send" : "recv";
+  if (op.coll == Collective::SendRecv) return op.isSend ? "send" : op.root == kAnyPeer ? "recv (any source)" : "recv";
   return collectiveName(op.coll);
 }
 
@@ -58,7 +59,11 @@ Status validateOperation(const Operation& op) {
                                dataTypeName(comm->customOps[slot].dtype), dataTypeName(op.dtype));
     }
   }
-  if (op.coll == Collective::SendRecv) {
+  if (op.coll == Collective::SendRecv && op.root == kAnyPeer && !op.isSend) {
+    if (!op.anySource) return invalidArgument("{}: source is NULL", name);
+    // Zero-byte messages are never sent, so nothing would tell which rank it came from.
+    if (op.count == 0) return invalidArgument("{}: count is 0 (a message of no bytes has no source)", name);
+  } else if (op.coll == Collective::SendRecv) {
     if (op.root < 0 || op.root >= comm->nranks)
       return invalidArgument("{}: peer {} is outside 0..{}", name, op.root, comm->nranks - 1);
   } else if (isRooted(op.coll) && (op.root < 0 || op.root >= comm->nranks)) {

@@ -20,7 +20,8 @@ struct Operation {
   size_t count = 0;
   loomDataType_t dtype = loomFloat32;
   int op = loomSum;
-  int root = 0;  // root for rooted collectives, peer for send/recv
+  int root = 0;  // root for rooted collectives, peer for send/recv (kAnyPeer: loomRecvAny)
+  int* anySource = nullptr;  // loomRecvAny: where the sender's rank goes
   loomStream_t stream = nullptr;
   // Set for an operation whose device buffers are staged asynchronously on its stream: it runs on
   // the communicator's progress thread once the gate is ready (device/staging.h).

@@ -202,7 +202,7 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, Plan
   return Status::Ok();
 }
 
-Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out) {
+Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out, PlanFor target) {
   // Point-to-point plans count bytes: a send and its receive may name different datatypes.
   std::vector<P2pOp> p2p;
   out->buffers = {nullptr, nullptr, nullptr};
@@ -210,6 +210,7 @@ Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, Boun
     uint64_t bytes = op.count * dataTypeSize(op.dtype);
     if (bytes == 0) continue;
     p2p.push_back(P2pOp{op.isSend, op.root, bytes});
+    if (op.anySource) out->anySource = op.anySource;
     out->buffers.push_back(op.isSend ? const_cast<char*>(static_cast<const char*>(op.send)) : static_cast<char*>(op.recv));
   }
   out->call = ops.front();
@@ -217,7 +218,8 @@ Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, Boun
   out->groupSize = ops.size();
   out->describe = describeGroup;
   auto plan = std::make_shared<Plan>();
-  LOOM_TRY(buildP2pPlan(comm->nranks, comm->rank, p2p, comm->transports->slotBytes(), plan.get())
+  const uint32_t channel = target == PlanFor::Host ? static_cast<uint32_t>(comm->transports->p2pChannel()) : 0;
+  LOOM_TRY(buildP2pPlan(comm->nranks, comm->rank, p2p, comm->transports->slotBytes(), plan.get(), channel)
                .withContext(describeGroup(*out)));
   out->plan = std::move(plan);
   out->dtype = loomUint8;

@@ -27,8 +27,10 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, Plan
 Status chooseTunedPlan(loomComm_t comm, const Operation& op, PlanFor target, Algorithm* algo, PlanRequest* req,
                        std::string* note);
 
-// All send/recv operations of one group on one communicator, in call order.
-Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out);
+// All send/recv operations of one group on one communicator, in call order: on the host transports'
+// point-to-point channel (PlanFor::Host), or on device FIFO channel 0 (PlanFor::Device).
+Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out,
+                        PlanFor target = PlanFor::Host);
 
 // The operator as the kernels see it (Avg and PreMulSum become a sum plus a post-operation). A
 // PreMulSum scalar in device memory is read in `stream`'s order (device/device_layer.h's

@@ -105,6 +105,7 @@ Status TransportSet::create(PeerExchange& exchange, const std::vector<PeerLocati
   t->rank_ = exchange.rank();
   t->nranks_ = exchange.nranks();
   t->options_ = options;
+  t->channels_ = options.nchannels + 1;  // the collectives' channels and the point-to-point one
   t->peers_ = peers;
   if (options.nslots < 2 || options.nslots > kMaxFifoSlots)
     return invalidArgument("LOOM_FIFO_SLOTS must be within 2..{}", kMaxFifoSlots);
@@ -113,7 +114,7 @@ Status TransportSet::create(PeerExchange& exchange, const std::vector<PeerLocati
     t->kinds_[p] = p == t->rank_ ? TransportKind::Self : selectTransport(peers[t->rank_], peers[p], options.forced);
     if (t->kinds_[p] == TransportKind::Net) t->hasNetPeers_ = true;
   }
-  size_t slots = static_cast<size_t>(t->nranks_) * options.nchannels;
+  size_t slots = static_cast<size_t>(t->nranks_) * t->channels_;
   t->sends_.resize(slots);
   t->recvs_.resize(slots);
   t->peerSegments_.resize(t->nranks_);
@@ -137,7 +138,7 @@ Status TransportSet::setupMemory(PeerExchange& exchange) {
   std::shared_ptr<Segment>* holder = nullptr;
   if (!mine.empty()) {
     bool anyShm = std::any_of(mine.begin(), mine.end(), [&](int p) { return kinds_[p] == TransportKind::Shm; });
-    layout.nfifos = mine.size() * options_.nchannels;
+    layout.nfifos = mine.size() * channels_;
     LOOM_TRY(Segment::create(layout.totalBytes(), anyShm, &own_));
     if (options_.placeMemory) options_.placeMemory(own_->base(), layout.totalBytes());
     for (size_t f = 0; f < layout.nfifos; ++f) new (own_->base() + layout.controlOffset(f)) FifoControl();
@@ -168,13 +169,13 @@ Status TransportSet::setupMemory(PeerExchange& exchange) {
     Segment& theirs = *peerSegments_[p];
     std::vector<int> theirPeers = memoryPeersOf(p);
     size_t myIndexThere = std::find(theirPeers.begin(), theirPeers.end(), rank_) - theirPeers.begin();
-    SegmentLayout their{theirPeers.size() * options_.nchannels, options_.nslots, options_.slotBytes};
-    for (int c = 0; c < options_.nchannels; ++c) {
-      size_t outFifo = myIndexThere * options_.nchannels + c;
+    SegmentLayout their{theirPeers.size() * channels_, options_.nslots, options_.slotBytes};
+    for (int c = 0; c < channels_; ++c) {
+      size_t outFifo = myIndexThere * channels_ + c;
       FifoView out{reinterpret_cast<FifoControl*>(theirs.base() + their.controlOffset(outFifo)),
                    theirs.base() + their.slotsOffset(outFifo), options_.nslots, options_.slotBytes};
       sends_[index(p, c)] = std::make_unique<MemorySendConnection>(out, &theirs.header()->bell);
-      size_t inFifo = i * options_.nchannels + c;
+      size_t inFifo = i * channels_ + c;
       FifoView in{reinterpret_cast<FifoControl*>(own_->base() + layout.controlOffset(inFifo)),
                   own_->base() + layout.slotsOffset(inFifo), options_.nslots, options_.slotBytes};
       recvs_[index(p, c)] = std::make_unique<MemoryRecvConnection>(in, &theirs.header()->bell, p);
@@ -185,8 +186,8 @@ Status TransportSet::setupMemory(PeerExchange& exchange) {
 
 Status TransportSet::chooseNetDevice(int* device) const {
   const net::PreferredNic& nic = options_.netPreferred;
-  if (!options_.netDevice.empty() || (nic.name.empty() && nic.busId.empty()))
-    return net::chooseDevice(*netProvider_, options_.netDevice, device);
+  const std::string spec = netProvider_->interfaceNamedDevices() ? options_.netDevice : "";
+  if (!spec.empty() || (nic.name.empty() && nic.busId.empty())) return net::chooseDevice(*netProvider_, spec, device);
   *device = net::findDevice(*netProvider_, nic);
   if (*device >= 0) return Status::Ok();
   LOOM_INFO(Net, "rank {}: network provider {} has no device for the topology's NIC {} ({}); taking its first",
@@ -204,7 +205,7 @@ Status TransportSet::setupNet(PeerExchange& exchange) {
   if (providerError.ok()) providerError = netProvider_->deviceProperties(device, &props);
   if (!providerError.ok()) netProvider_.reset();
   net::NetLinks links;
-  links.nchannels = options_.nchannels;
+  links.nchannels = channels_;
   links.nslots = options_.nslots;
   links.slotBytes = options_.slotBytes;
   links.direct = options_.netDirect ? net::directModeFor(props) : net::DirectMode::None;
@@ -238,7 +239,7 @@ Status TransportSet::peerRecordedFailure(int peer) const { return noticeError(pe
 
 Status TransportSet::peerHealth(int peer) const {
   if (kinds_[peer] == TransportKind::Net) {
-    for (int c = 0; c < options_.nchannels; ++c)
+    for (int c = 0; c < channels_; ++c)
       if (Status st = recvs_[index(peer, c)]->peerFailure(); !st.ok()) return st.withContext(describePeer(peer));
     return Status::Ok();
   }
@@ -254,16 +255,22 @@ TransportSet::PeerNotice TransportSet::peerNotice(int peer) const {
   PeerNotice n;
   if (peer == rank_) return n;
   if (kinds_[peer] != TransportKind::Net) return segmentNotice(peer);
-  for (int c = 0; c < options_.nchannels && !n.failed; ++c)
+  for (int c = 0; c < channels_ && !n.failed; ++c)
     n.failed = static_cast<net::NetRecvConnection*>(recvs_[index(peer, c)].get())->notice(&n.waitsOn, &n.reason);
   return n;
+}
+
+bool TransportSet::peerClosed(int peer) const {
+  if (peer == rank_ || kinds_[peer] != TransportKind::Net) return false;
+  const PeerNotice n = peerNotice(peer);
+  return n.failed && n.waitsOn == net::kClosingNotice;
 }
 
 std::vector<net::NetSendConnection*> TransportSet::netSends() const {
   std::vector<net::NetSendConnection*> sends;
   for (int p = 0; p < nranks_; ++p)
     if (kinds_[p] == TransportKind::Net)
-      for (int c = 0; c < options_.nchannels; ++c)
+      for (int c = 0; c < channels_; ++c)
         if (sends_[index(p, c)]) sends.push_back(static_cast<net::NetSendConnection*>(sends_[index(p, c)].get()));
   return sends;
 }
@@ -276,7 +283,7 @@ void TransportSet::closeNet(int64_t maxWaitMs) {
     // Ranks of this process (LOOM_TRANSPORT=net in tests) may be destroyed one after another by one
     // thread: waiting for them would only delay it.
     if (kinds_[p] == TransportKind::Net && !peers_[p].sameProcess(peers_[rank_]))
-      for (int c = 0; c < options_.nchannels; ++c)
+      for (int c = 0; c < channels_; ++c)
         if (recvs_[index(p, c)]) recvs.push_back(static_cast<net::NetRecvConnection*>(recvs_[index(p, c)].get()));
   for (net::NetSendConnection* c : sends) c->postNotice("closed its communicator (loomCommDestroy)", net::kClosingNotice);
   net::drainNotices(sends, net::kNoticeDrainMs);

@@ -61,7 +61,12 @@ class TransportSet {
   SendConnection* send(int peer, int channel) const { return sends_[index(peer, channel)].get(); }
   RecvConnection* recv(int peer, int channel) const { return recvs_[index(peer, channel)].get(); }
   TransportKind kind(int peer) const { return kinds_[peer]; }
+  // The channels collectives use, 0..nchannels()-1 (LOOM_NCHANNELS). Point-to-point operations have
+  // a channel of their own after them: on it, a peer's next message is always its next send to this
+  // rank, never a collective's, so a receive from any source can take whichever peer's comes first
+  // (as MPI keeps point-to-point and collective traffic apart). It costs one more connection per peer.
   int nchannels() const { return options_.nchannels; }
+  int p2pChannel() const { return options_.nchannels; }
   size_t slotBytes() const { return options_.slotBytes; }
   bool hasNetPeers() const { return hasNetPeers_; }
   bool hasMemoryPeers() const { return own_ != nullptr; }
@@ -89,6 +94,8 @@ class TransportSet {
     std::string reason;
   };
   PeerNotice peerNotice(int peer) const;
+  // Whether `peer` said goodbye (closeNet: it closed its communicator normally); only network peers say so.
+  bool peerClosed(int peer) const;
   // The error a notice stands for (Ok when the peer has not failed): loomTimeout when the peer gave up
   // waiting on another rank, loomRemoteError otherwise.
   Status noticeError(int peer, const PeerNotice& notice) const;
@@ -116,7 +123,7 @@ class TransportSet {
 
  private:
   TransportSet() = default;
-  size_t index(int peer, int channel) const { return static_cast<size_t>(peer) * options_.nchannels + channel; }
+  size_t index(int peer, int channel) const { return static_cast<size_t>(peer) * channels_ + channel; }
   Status setupMemory(PeerExchange& exchange);
   Status setupNet(PeerExchange& exchange);
   Status chooseNetDevice(int* device) const;
@@ -127,6 +134,7 @@ class TransportSet {
   int rank_ = 0;
   int nranks_ = 1;
   TransportOptions options_;
+  int channels_ = 2;  // nchannels() + the point-to-point channel
   std::vector<PeerLocation> peers_;
   std::vector<TransportKind> kinds_;
   bool hasNetPeers_ = false;

@@ -1,7 +1,7 @@
 // Grouped point-to-point and grouped collectives: rings in both directions, all-pairs exchanges with a
 // different size (and dtype) per pair including send-to-self, several messages to one peer in one
-// group, nested groups, ordered ungrouped send/recv, several collectives in one group, and one
-// thread driving every communicator of loomCommInitAll inside one group.
+// group, nested groups, ordered ungrouped send/recv, receives from any source, several collectives in
+// one group, and one thread driving every communicator of loomCommInitAll inside one group.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -211,6 +211,87 @@ TEST_P(Group, UngroupedOrderedSendRecv) {
     s.push_back(std::move(send));
     r.push_back(std::move(recv));
     return checkMessages(s, r, "ungrouped");
+  });
+}
+
+// loomRecvAny: rank 0 takes one message of every other rank, in whatever order they arrive, and each
+// names its sender; messages span several FIFO slots, so every piece must come from that sender. Each
+// rank sends two messages: from one sender they arrive in order. Refusals: NULL source, no elements,
+// and another receive in its group.
+TEST_P(Group, ReceiveFromAnySource) {
+  run([](RankContext& ctx) -> std::string {
+    const size_t count = 100003;  // several 256 KiB slots of floats
+    std::vector<Message> sends;
+    for (int round = 0; round < 2 && ctx.rank != 0; ++round)
+      sends.push_back(makeSend(ctx.rank, 0, count, loomFloat32, pairSeed(21 + round, ctx.rank, 0, round)));
+    if (ctx.rank != 0) {
+      for (Message& m : sends) LT_CALL(ctx.comm, loomSend(m.buf->data(), count, loomFloat32, 0, ctx.comm, nullptr));
+      return "";
+    }
+    // 2 messages per sender, taken in any order across senders but in order from each one.
+    std::vector<int> taken(static_cast<size_t>(ctx.nranks), 0);
+    for (int k = 0; k < 2 * (ctx.nranks - 1); ++k) {
+      Message got = makeRecv(-1, count, loomFloat32, 0);
+      int source = -1;
+      LT_CALL(ctx.comm, loomRecvAny(got.buf->data(), count, loomFloat32, &source, ctx.comm, nullptr));
+      if (source < 1 || source >= ctx.nranks || taken[static_cast<size_t>(source)] >= 2)
+        return "receive " + std::to_string(k) + ": loomRecvAny named source " + std::to_string(source);
+      const int round = taken[static_cast<size_t>(source)]++;
+      got.peer = got.src = source;
+      got.seed = pairSeed(21 + round, source, 0, round);
+      std::vector<Message> recvs;
+      recvs.push_back(std::move(got));
+      std::string f = checkMessages({}, recvs, "any-source message " + std::to_string(round) + " of rank");
+      if (!f.empty()) return f;
+    }
+    float x = 0;
+    int source = 0;
+    if (loomRecvAny(&x, 1, loomFloat32, nullptr, ctx.comm, nullptr) != loomInvalidArgument)
+      return "loomRecvAny with a NULL source was not refused";
+    if (loomRecvAny(&x, 0, loomFloat32, &source, ctx.comm, nullptr) != loomInvalidArgument)
+      return "loomRecvAny of 0 elements was not refused";
+    if (ctx.nranks > 1) {
+      float y = 0;
+      LT_CALL(ctx.comm, loomGroupStart());
+      LT_CALL(ctx.comm, loomRecvAny(&x, 1, loomFloat32, &source, ctx.comm, nullptr));
+      LT_CALL(ctx.comm, loomRecv(&y, 1, loomFloat32, 1, ctx.comm, nullptr));
+      const loomResult_t r = loomGroupEnd();
+      const std::string text = loomGetLastError(nullptr);  // a group's error is the thread's
+      if (r != loomInvalidArgument || text.find("only receive") == std::string::npos)
+        return "a group with loomRecvAny and another receive returned " + std::to_string(r) + ": " + text;
+    }
+    return "";
+  });
+}
+
+// A receive from any source never takes a collective's message: rank 0 waits for rank 1's send,
+// which comes late, while every other rank has already entered the allreduce that follows and sent
+// rank 0 its part, a message of the same size (a small allreduce sends each rank's whole vector). On
+// one channel for both, that message was the first to arrive and was taken as the send.
+TEST_P(Group, ReceiveFromAnySourceBesideCollectives) {
+  run([](RankContext& ctx) -> std::string {
+    if (ctx.nranks < 3) return "";
+    const size_t count = 4;
+    std::vector<float> mine(count, static_cast<float>(ctx.rank + 1)), sum(count, -1.0f);
+    if (ctx.rank == 0) {
+      std::vector<float> got(count, -1.0f);
+      int source = -1;
+      LT_CALL(ctx.comm, loomRecvAny(got.data(), count, loomFloat32, &source, ctx.comm, nullptr));
+      if (source != 1 || got[0] != 42.0f || got[count - 1] != 42.0f)
+        return "loomRecvAny took a message of rank " + std::to_string(source) + " starting " + std::to_string(got[0]) +
+               " (expected rank 1's send of 42)";
+    } else if (ctx.rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      std::vector<float> send(count, 42.0f);
+      LT_CALL(ctx.comm, loomSend(send.data(), count, loomFloat32, 0, ctx.comm, nullptr));
+    }
+    LT_CALL(ctx.comm, loomAllReduce(mine.data(), sum.data(), count, loomFloat32, loomSum, ctx.comm, nullptr));
+    const float expected = static_cast<float>(ctx.nranks * (ctx.nranks + 1) / 2);
+    for (size_t i = 0; i < count; ++i)
+      if (sum[i] != expected)
+        return "allreduce after the receive: element " + std::to_string(i) + " is " + std::to_string(sum[i]) +
+               ", expected " + std::to_string(expected);
+    return "";
   });
 }
 
