@@ -90,15 +90,34 @@ def barrier(n, r):
     assert left >= stamp.item(), f"left the barrier {stamp.item() - left:.3f} s before rank 0 arrived"
 
 
-@check("recv_any_source_refused")
-def recv_any_source_refused(n, r):
-    # Loom's receives name their peer; a receive from any rank is refused with the reason, on the
-    # spot, and leaves the group usable.
-    expect_runtime_error(lambda: dist.recv(torch.zeros(2)), "receiving from any source (recv without src) is not "
-                                                            "supported")
+@check("recv_any_source")
+def recv_any_source(n, r):
+    # dist.recv without src takes each message from whichever rank sends first and returns that rank;
+    # rank 0 receives one message of every other rank (each rank's own values), in any order. Then the
+    # last rank, told to go, sends one more, which irecv without src takes (the Work names the sender).
+    if r == 0:
+        seen = set()
+        for _ in range(n - 1):
+            got = torch.zeros(3)
+            src = dist.recv(got)
+            assert 0 < src < n and src not in seen, f"source {src} (seen {sorted(seen)})"
+            seen.add(src)
+            expect_equal(got, torch.full((3,), float(src)), f"message of rank {src}")
+        if n > 1:
+            dist.send(torch.ones(1), dst=n - 1)
+            got = torch.zeros(2)
+            work = dist.irecv(got)
+            work.wait()
+            assert work._source_rank() == n - 1, f"irecv source {work._source_rank()}"
+            expect_equal(got, torch.full((2,), float(n - 1) * 10), "irecv message")
+    else:
+        dist.send(torch.full((3,), float(r)), dst=0)
+        if r == n - 1:
+            dist.recv(torch.zeros(1), src=0)
+            dist.send(torch.full((2,), float(r) * 10), dst=0)
     y = torch.ones(2)
     dist.all_reduce(y)
-    expect_equal(y, torch.full((2,), float(n)), "after the refusal")
+    expect_equal(y, torch.full((2,), float(n)), "after the receives")
 
 
 @check("wait_timeout")

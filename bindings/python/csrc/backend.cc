@@ -61,7 +61,8 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::issue(Op op, const Calls& calls) {
   if (coalescing_) checkBlockStream(op.device, stream);
   uint64_t before = comm_->lastOpId();
   calls(comm, stream.loom(), op.redOps);
-  if (op.type != c10d::OpType::SEND && op.type != c10d::OpType::RECV) ++sequence_;
+  if (op.type != c10d::OpType::SEND && op.type != c10d::OpType::RECV && op.type != c10d::OpType::RECVANYSOURCE)
+    ++sequence_;
   auto timeout = op.timeout == c10d::kUnsetTimeout ? comm_->timeout() : op.timeout;
   auto work = c10::make_intrusive<LoomWork>(comm_, op.type, timeout, std::move(op.outputs), op.staging.takeKeepAlive(),
                                             op.staging.takeCopyBack(), stream.cuda(), op.profiled);

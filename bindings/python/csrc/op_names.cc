@@ -23,7 +23,7 @@ namespace loomtorch {
   X(ALLTOALL, "all_to_all")                                               \
   X(SEND, "send")                                                         \
   X(RECV, "recv")                                                         \
-  X(RECVANYSOURCE, "recv_anysource")                                      \
+  X(RECVANYSOURCE, "recvAnySource") /* Gloo's event name; torch's suite expects <backend>:recvAnySource */ \
   X(BARRIER, "barrier")                                                   \
   X(COALESCED, "coalesced")
 

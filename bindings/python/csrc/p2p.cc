@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include "backend.h"
+#include "work.h"
 #include "checks.h"
 #include "loom_error.h"
 
@@ -130,11 +131,19 @@ WorkPtr LoomBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int /*t
   });
 }
 
-WorkPtr LoomBackend::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
-  TORCH_CHECK(false,
-              "Loom recv: receiving from any source (recv without src) is not supported: a Loom receive names its "
-              "peer (loomRecv), and the library has no receive that takes the next message of whichever rank sends "
-              "first; pass src");
+// recv without src: loomRecvAny takes the next message of whichever rank sends first; the Work's
+// sourceRank() names that rank once it completed.
+WorkPtr LoomBackend::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag: Loom orders by peer*/) {
+  const at::Tensor& t = single(tensors, "recv");
+  Op op{OpType::RECVANYSOURCE, c10d::kUnsetTimeout, tensors, {}, {}, t.device(), tensors};
+  at::Tensor buf = op.staging.output(t);
+  LoomView v = movementView(buf);
+  auto source = std::make_shared<int>(-1);
+  WorkPtr work = issue(std::move(op), [&](loomComm_t comm, loomStream_t stream, RedOps&) {
+    checkCall(loomRecvAny(buf.data_ptr(), v.count, v.type, source.get(), comm, stream), "recv");
+  });
+  static_cast<LoomWork*>(work.get())->setSource(std::move(source));
+  return work;
 }
 
 }  // namespace loomtorch

@@ -47,6 +47,12 @@ std::string LoomWork::describe() const {
   return std::string(opName(opType_)) + " (operation " + std::to_string(opId()) + ")";
 }
 
+int LoomWork::sourceRank() const {
+  TORCH_CHECK(source_, "Loom: sourceRank() is only known for a receive from any source (recv without src)");
+  TORCH_CHECK(*source_ >= 0, "Loom: sourceRank() of ", describe(), " before it completed");
+  return *source_;
+}
+
 void LoomWork::markOnStream() {
   if (!mark_) return;
   // The copy-backs follow the operation on its own stream, so that its results are stream-ordered

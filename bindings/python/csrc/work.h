@@ -47,6 +47,9 @@ class LoomWork : public c10d::Work {
   const std::vector<at::Tensor>& outputs() const { return outputs_; }
   // "barrier (operation 7)", for messages.
   std::string describe() const;
+  // A receive from any source: where Loom writes the sender's rank (read once the work completed).
+  void setSource(std::shared_ptr<int> source) { source_ = std::move(source); }
+  int sourceRank() const override;
 
   bool isCompleted() override;
   // CUDA operations without a timeout: the caller's current stream waits, then a failure of the
@@ -76,6 +79,7 @@ class LoomWork : public c10d::Work {
   std::vector<c10::intrusive_ptr<LoomWork>> children_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<bool> finishing_{false};
+  std::shared_ptr<int> source_;  // receives from any source only
 };
 
 }  // namespace loomtorch
