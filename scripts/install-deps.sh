@@ -4,7 +4,8 @@ set -euo pipefail
 
 packages=(g++ meson ninja-build pkg-config libhwloc-dev hwloc libfmt-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev libpugixml-dev python3
-          libucx-dev mpich libmpich-dev iproute2 util-linux)  # ucx provider, MPI example, multi-host test bed
+          libucx-dev mpich libmpich-dev iproute2 util-linux  # ucx provider, MPI example, multi-host test bed
+          libibverbs-dev)  # ib provider's header (libibverbs itself is loaded at run time)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -78,6 +78,21 @@ TEST(ProviderChoice, PluginThatCannotLoad) {
   EXPECT_TRUE(p->name() == "socket" || p->name() == "ucx") << p->name();
 }
 
+#ifndef LOOM_HAVE_IBVERBS
+// A build without libibverbs' headers (-Dibverbs=disabled, or libibverbs-dev absent) says so.
+TEST(ProviderChoice, BuildWithoutIbSaysSo) {
+  Env plugin("LOOM_NET_PLUGIN", "none");
+  std::unique_ptr<Provider> p;
+  Status st = makeProvider({"ib", ""}, &p);
+  EXPECT_EQ(st.code(), loomSystemError);
+  EXPECT_NE(st.message().find("this build has no ib provider (built without libibverbs headers)"), std::string::npos)
+      << st.message();
+  st = makeProvider({"", ""}, &p);  // the default choice goes on without it
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_NE(p->name(), "ib");
+}
+#endif
+
 TEST(ProviderChoice, LibraryWithoutPluginTables) {
   plugin::LoadedPlugin* p = nullptr;
   Status st = plugin::openPlugin("libm.so.6", &p);

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -60,6 +61,44 @@ Status NonBlockingConnect::step(const SocketAddress& to, const std::function<voi
   }
   if (err != 0) return errorStatus(loomRemoteError, "connect to {}: {}", to.toString(), std::strerror(err));
   connected_ = *connected = true;
+  return Status::Ok();
+}
+
+void Exchange::queue(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  out_.insert(out_.end(), p, p + bytes);
+}
+
+Status Exchange::flushOut(bool* done) {
+  while (sent_ < out_.size()) {
+    const ssize_t w = ::send(socket_.fd(), out_.data() + sent_, out_.size() - sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      sent_ += static_cast<size_t>(w);
+    } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      *done = false;
+      return Status::Ok();
+    } else {
+      return errorStatus(loomRemoteError, "{}: send: {}", who_, std::strerror(errno));
+    }
+  }
+  *done = true;
+  return Status::Ok();
+}
+
+Status Exchange::readUpTo(size_t bytes, bool* done) {
+  while (in_.size() < bytes) {
+    char chunk[4096];
+    const ssize_t r = ::recv(socket_.fd(), chunk, std::min(sizeof chunk, bytes - in_.size()), MSG_DONTWAIT);
+    if (r > 0) {
+      in_.insert(in_.end(), chunk, chunk + r);
+    } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      *done = false;
+      return Status::Ok();
+    } else {
+      return errorStatus(loomRemoteError, "{}: {}", who_, r == 0 ? "closed by the peer" : std::strerror(errno));
+    }
+  }
+  *done = true;
   return Status::Ok();
 }
 

@@ -1,5 +1,5 @@
-// The network interface: what every network provider (socket, ucx, an external NCCL net plugin, and
-// later ib verbs) offers, shaped like NCCL's ncclNet_t so that the same calls map one to one onto a
+// The network interface: what every network provider (socket, ucx, ib verbs, an external NCCL net
+// plugin) offers, shaped like NCCL's ncclNet_t so that the same calls map one to one onto a
 // plugin and back (plugin/). Everything is non-blocking:
 //
 // - A connection is one way. The receiver listen()s, which fills a handle of at most kHandleBytes
@@ -115,6 +115,10 @@ class Provider {
   // connection, so that each direction's messages carry the other's acknowledgements). The peer pairs
   // its own two in the same call. Nothing changes for a provider that ignores it.
   virtual void pairComms(SendComm& send, RecvComm& recv) { (void)send, (void)recv; }
+  // Loom's addition: whether the device spec (LOOM_SOCKET_IFNAME) names this provider's devices. The ib
+  // provider's devices are RDMA ports, chosen by LOOM_IB_HCA and the topology; the spec only places
+  // its side channel.
+  virtual bool interfaceNamedDevices() const { return true; }
 };
 
 }  // namespace loom::net

@@ -8,6 +8,9 @@
 #ifdef LOOM_HAVE_UCX
 #include "transport/net/ucx/ucx_provider.h"
 #endif
+#ifdef LOOM_HAVE_IBVERBS
+#include "transport/net/ib/ib_provider.h"
+#endif
 
 namespace loom::net {
 
@@ -28,6 +31,15 @@ Status makeUcx(const ProviderRequest& request, std::unique_ptr<Provider>* out, b
 #endif
 }
 
+Status makeIb(const ProviderRequest& request, std::unique_ptr<Provider>* out) {
+#ifdef LOOM_HAVE_IBVERBS
+  return ib::IbProvider::create(request.device, out);
+#else
+  (void)request, (void)out;
+  return systemError("this build has no ib provider (built without libibverbs headers)");
+#endif
+}
+
 // A provider that starts but offers no device is as good as none.
 Status requireDevices(const std::unique_ptr<Provider>& provider) {
   if (provider->deviceCount() > 0) return Status::Ok();
@@ -42,6 +54,8 @@ Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* o
     Status st;
     if (strcasecmp(name.c_str(), "socket") == 0) {
       st = makeSocket(out);
+    } else if (strcasecmp(name.c_str(), "ib") == 0) {
+      st = makeIb(request, out);
     } else if (strcasecmp(name.c_str(), "ucx") == 0) {
       bool rdma = false;
       st = makeUcx(request, out, &rdma);
@@ -57,6 +71,18 @@ Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* o
   if (st.ok() && (st = requireDevices(*out)).ok()) return Status::Ok();
   if (st.code() != loomInvalidArgument)  // "no plugin configured or found" needs no warning
     LOOM_WARN(Net, "no external net plugin: {}; trying the next provider", st.message());
+#ifdef LOOM_HAVE_IBVERBS
+  std::unique_ptr<Provider> ib;
+  st = makeIb(request, &ib);
+  if (st.ok() && (st = requireDevices(ib)).ok()) {
+    *out = std::move(ib);
+    return Status::Ok();
+  }
+  if (st.code() == loomInvalidArgument)  // a LOOM_IB_* setting is wrong: worth more than a note
+    LOOM_WARN(Net, "ib not used: {}", st.message());
+  else
+    LOOM_INFO(Net, "ib not used: {}", st.message());
+#endif
   bool rdma = false;
   std::unique_ptr<Provider> ucx;
   st = makeUcx(request, &ucx, &rdma);

@@ -12,44 +12,6 @@
 
 namespace loom::net::ucx {
 
-void Exchange::queue(const void* data, size_t bytes) {
-  const char* p = static_cast<const char*>(data);
-  out_.insert(out_.end(), p, p + bytes);
-}
-
-Status Exchange::flushOut(bool* done) {
-  while (sent_ < out_.size()) {
-    const ssize_t w = ::send(socket_.fd(), out_.data() + sent_, out_.size() - sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w > 0) {
-      sent_ += static_cast<size_t>(w);
-    } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      *done = false;
-      return Status::Ok();
-    } else {
-      return errorStatus(loomRemoteError, "ucx handshake: send: {}", std::strerror(errno));
-    }
-  }
-  *done = true;
-  return Status::Ok();
-}
-
-Status Exchange::readUpTo(size_t bytes, bool* done) {
-  while (in_.size() < bytes) {
-    char chunk[4096];
-    const ssize_t r = ::recv(socket_.fd(), chunk, std::min(sizeof chunk, bytes - in_.size()), MSG_DONTWAIT);
-    if (r > 0) {
-      in_.insert(in_.end(), chunk, chunk + r);
-    } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      *done = false;
-      return Status::Ok();
-    } else {
-      return errorStatus(loomRemoteError, "ucx handshake: {}", r == 0 ? "closed by the peer" : std::strerror(errno));
-    }
-  }
-  *done = true;
-  return Status::Ok();
-}
-
 // ---- receiver ------------------------------------------------------------------------------------
 
 Status UcxListenComm::create(std::shared_ptr<UcxWorker> worker, const SocketAddress& bindAddress, Handle* handle,
@@ -94,13 +56,13 @@ void UcxListenComm::step(Exchange& e, bool* keep, bool* taken) {
 Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
   LOOM_TRY(acceptWaiting(listener_, "ucx handshake", [&](Socket s) {
     if (pending_.size() >= kMaxPendingStrangers) pending_.pop_front();
-    pending_.emplace_back(std::move(s));
+    pending_.emplace_back(std::move(s), "ucx handshake");
   }));
   for (auto it = pending_.begin(); !sender_ && it != pending_.end();) {
     bool keep = true, taken = false;
     step(*it, &keep, &taken);
     if (taken) {
-      sender_ = std::make_unique<Exchange>(std::move(it->socket()));
+      sender_ = std::make_unique<Exchange>(std::move(it->socket()), "ucx handshake");
       const uint32_t reply[2] = {kHelloMagic, static_cast<uint32_t>(worker_->address().size())};
       sender_->queue(reply, sizeof reply);
       sender_->queue(worker_->address().data(), worker_->address().size());
@@ -126,7 +88,7 @@ Status UcxConnector::step(std::unique_ptr<SendComm>* out) {
   LOOM_TRY(connect_.step(handle_.outOfBand, nullptr, &connected));
   if (!connected) return Status::Ok();
   if (!exchange_) {
-    exchange_ = std::make_unique<Exchange>(std::move(connect_.socket()));
+    exchange_ = std::make_unique<Exchange>(std::move(connect_.socket()), "ucx handshake");
     UcxHello hello;
     hello.secret = handle_.secret;
     hello.addressBytes = static_cast<uint32_t>(worker_->address().size());

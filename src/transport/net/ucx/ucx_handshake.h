@@ -38,24 +38,6 @@ struct UcxHello {
   uint32_t reserved = 0;
 };
 
-// Bytes moved over one non-blocking socket: what is still to write, and what is still to read.
-class Exchange {
- public:
-  explicit Exchange(Socket socket) : socket_(std::move(socket)) {}
-  Socket& socket() { return socket_; }
-  void queue(const void* data, size_t bytes);
-  // *done once everything queued left.
-  Status flushOut(bool* done);
-  // *done once `bytes` (in all) arrived; they are in received().
-  Status readUpTo(size_t bytes, bool* done);
-  const std::vector<char>& received() const { return in_; }
-
- private:
-  Socket socket_;
-  std::vector<char> out_, in_;
-  size_t sent_ = 0;
-};
-
 class UcxListenComm final : public ListenComm {
  public:
   static Status create(std::shared_ptr<UcxWorker> worker, const SocketAddress& bindAddress, Handle* handle,
