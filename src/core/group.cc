@@ -38,11 +38,16 @@ CommWork workFor(loomComm_t comm) {
 }
 
 // The communicators of `ops`, each once, in address order: every thread locks them in the same order.
+void commsOf(const std::vector<Operation>& ops, std::vector<loomComm_t>* comms) {
+  comms->clear();
+  for (const Operation& op : ops) comms->push_back(op.comm);
+  std::sort(comms->begin(), comms->end(), std::less<loomComm_t>());
+  comms->erase(std::unique(comms->begin(), comms->end()), comms->end());
+}
+
 std::vector<loomComm_t> commsOf(const std::vector<Operation>& ops) {
   std::vector<loomComm_t> comms;
-  for (const Operation& op : ops) comms.push_back(op.comm);
-  std::sort(comms.begin(), comms.end(), std::less<loomComm_t>());
-  comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
+  commsOf(ops, &comms);
   return comms;
 }
 
@@ -348,7 +353,9 @@ Status runHostAndStaged(const std::vector<Operation>& ops, const std::vector<loo
 
 // Runs one group (or a single operation): every communicator it names is locked for the whole call.
 Status runOperations(const std::vector<Operation>& ops) {
-  const std::vector<loomComm_t> comms = commsOf(ops);
+  ThreadScratch<loomComm_t> scratch;  // kept from call to call: a single operation allocates none
+  std::vector<loomComm_t>& comms = scratch.get();
+  commsOf(ops, &comms);
   // The first lock needs no vector: a single operation (one communicator) allocates none.
   std::unique_lock<std::mutex> firstLock(comms.front()->busy);
   std::vector<std::unique_lock<std::mutex>> locks;
@@ -373,7 +380,14 @@ Status submitOperation(const Operation& op) {
     tlsGroup.ops.push_back(op);
     return Status::Ok();
   }
-  return runOperations({op});
+  // A group of one, in a vector this thread keeps (no allocation once warm); emptied afterwards so
+  // that it holds no gate or buffer of the operation.
+  ThreadScratch<Operation> scratch;
+  std::vector<Operation>& single = scratch.get();
+  single.assign(1, op);
+  Status st = runOperations(single);
+  single.clear();
+  return st;
 }
 
 Status groupStart() {
