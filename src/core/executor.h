@@ -52,6 +52,15 @@ struct BoundPlan {
   Operation call;
   uint64_t seq = 0;
   size_t groupSize = 0;
+
+  // As a new one, but its vectors keep their capacity (a thread's plans are reused from call to call).
+  void recycle() {
+    std::vector<char*> b = std::move(buffers);
+    std::vector<char> s = std::move(scratch), st = std::move(stagedSend);
+    *this = BoundPlan{};
+    b.clear(), s.clear(), st.clear();
+    buffers = std::move(b), scratch = std::move(s), stagedSend = std::move(st);
+  }
 };
 
 inline std::string describePlan(const BoundPlan& bp) { return bp.describe ? bp.describe(bp) : "operation"; }

@@ -64,12 +64,32 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
   if (gated && !comm->engine) comm->engine = std::make_unique<AsyncEngine>(comm);
   AsyncEngine* engine = comm->engine.get();
   *runsHere = !engine;
+  // The last call's plans become this thread's spares, recycled one by one: their vectors keep their
+  // capacity, so that a small operation allocates none for its buffers and scratch (plans queued on
+  // a progress thread are new ones).
+  ThreadScratch<BoundPlan> spareScratch;
+  std::vector<BoundPlan>& spares = spareScratch.get();
+  for (BoundPlan& bp : slot->plans) {
+    bp.recycle();
+    spares.push_back(std::move(bp));
+  }
+  auto recycledPlan = [&spares]() -> BoundPlan {
+    if (spares.empty()) return BoundPlan{};
+    BoundPlan bp = std::move(spares.back());
+    spares.pop_back();
+    return bp;
+  };
   std::vector<BoundPlan> keptPlans = std::move(slot->plans);
   keptPlans.clear();
   *slot = workFor(comm);
   slot->plans = std::move(keptPlans);
   CommWork& w = *slot;
-  std::vector<Operation> p2p;
+  // The point-to-point operations, in a vector this thread keeps (a vector of them: submitOperation
+  // already borrows the thread's vector of operations); emptied at the next call.
+  ThreadScratch<std::vector<Operation>> p2pScratch;
+  if (p2pScratch.get().empty()) p2pScratch.get().emplace_back();
+  std::vector<Operation>& p2p = p2pScratch.get().front();
+  p2p.clear();
   std::vector<std::shared_ptr<device::OperationGate>> p2pGates;
   for (const Operation& op : ops) {
     if (op.comm != comm) continue;
@@ -81,7 +101,7 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
     ++comm->opCount;
     // The check talks over the bootstrap and would wait forever for ranks this same thread drives.
     if (comm->settings.checkSignatures && soleComm) LOOM_TRY(checkCollectiveSignature(comm, op, comm->opCount));
-    BoundPlan bp;
+    BoundPlan bp = engine ? BoundPlan{} : recycledPlan();
     if (op.count > 0) LOOM_TRY(planCollective(comm, op, &bp));
     if (engine) {
       CommWork single = workFor(comm);
@@ -94,7 +114,7 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
   }
   if (!p2p.empty()) {
     ++comm->opCount;
-    BoundPlan bp;
+    BoundPlan bp = engine ? BoundPlan{} : recycledPlan();
     LOOM_TRY(planPointToPoint(comm, p2p, &bp));
     CommWork single = workFor(comm);
     CommWork& target = engine ? single : w;

@@ -17,7 +17,8 @@ struct PlanKey {
   uint64_t count;
   size_t elemSize;
   uint64_t chunkElems;
-  int nchannels;
+  int nchannels;  // for a point-to-point plan, the channel it uses
+  uint8_t p2pDirection = 0;  // a point-to-point plan of one operation: 1 a send, 2 a receive
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -25,7 +26,8 @@ struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     uint64_t h = k.count * 0x9E3779B97F4A7C15ull;
     h ^= (static_cast<uint64_t>(k.coll) << 56) ^ (static_cast<uint64_t>(k.algo) << 48) ^
-         (static_cast<uint64_t>(k.root) << 24) ^ (k.elemSize << 16) ^ static_cast<uint64_t>(k.nchannels);
+         (static_cast<uint64_t>(k.root) << 24) ^ (k.elemSize << 16) ^ static_cast<uint64_t>(k.nchannels) ^
+         (static_cast<uint64_t>(k.p2pDirection) << 8);
     return static_cast<size_t>(h ^ (k.chunkElems * 0xC2B2AE3D27D4EB4Full));
   }
 };

@@ -204,12 +204,12 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, Plan
 
 Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out, PlanFor target) {
   // Point-to-point plans count bytes: a send and its receive may name different datatypes.
-  std::vector<P2pOp> p2p;
   out->buffers = {nullptr, nullptr, nullptr};
+  size_t moving = 0;  // operations with bytes to move
+  const Operation* lone = nullptr;
   for (const Operation& op : ops) {
-    uint64_t bytes = op.count * dataTypeSize(op.dtype);
-    if (bytes == 0) continue;
-    p2p.push_back(P2pOp{op.isSend, op.root, bytes});
+    if (op.count * dataTypeSize(op.dtype) == 0) continue;
+    ++moving, lone = &op;
     if (op.anySource) out->anySource = op.anySource;
     out->buffers.push_back(op.isSend ? const_cast<char*>(static_cast<const char*>(op.send)) : static_cast<char*>(op.recv));
   }
@@ -217,13 +217,25 @@ Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, Boun
   out->seq = comm->opCount;
   out->groupSize = ops.size();
   out->describe = describeGroup;
-  auto plan = std::make_shared<Plan>();
-  const uint32_t channel = target == PlanFor::Host ? static_cast<uint32_t>(comm->transports->p2pChannel()) : 0;
-  LOOM_TRY(buildP2pPlan(comm->nranks, comm->rank, p2p, comm->transports->slotBytes(), plan.get(), channel)
-               .withContext(describeGroup(*out)));
-  out->plan = std::move(plan);
   out->dtype = loomUint8;
   out->elemSize = 1;
+  const uint32_t channel = target == PlanFor::Host ? static_cast<uint32_t>(comm->transports->p2pChannel()) : 0;
+  const uint64_t chunk = comm->transports->slotBytes();
+  // A lone send or receive (pipeline stages, torch's send/recv) reuses its plan, as a collective does.
+  PlanKey key{Collective::SendRecv, Algorithm::Direct, 0, 0, 1, chunk, static_cast<int>(channel)};
+  if (moving == 1) {
+    key.root = lone->root;
+    key.count = lone->count * dataTypeSize(lone->dtype);
+    key.p2pDirection = lone->isSend ? 1 : 2;
+    if ((out->plan = comm->planCache.find(key))) return Status::Ok();
+  }
+  std::vector<P2pOp> p2p;
+  for (const Operation& op : ops)
+    if (const uint64_t bytes = op.count * dataTypeSize(op.dtype); bytes > 0) p2p.push_back(P2pOp{op.isSend, op.root, bytes});
+  auto plan = std::make_shared<Plan>();
+  LOOM_TRY(buildP2pPlan(comm->nranks, comm->rank, p2p, chunk, plan.get(), channel).withContext(describeGroup(*out)));
+  if (moving == 1) comm->planCache.insert(key, plan);
+  out->plan = std::move(plan);
   return Status::Ok();
 }
 
