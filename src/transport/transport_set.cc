@@ -239,8 +239,21 @@ Status TransportSet::peerRecordedFailure(int peer) const { return noticeError(pe
 
 Status TransportSet::peerHealth(int peer) const {
   if (kinds_[peer] == TransportKind::Net) {
-    for (int c = 0; c < channels_; ++c)
-      if (Status st = recvs_[index(peer, c)]->peerFailure(); !st.ok()) return st.withContext(describePeer(peer));
+    // A peer that closed normally said so behind its last message on every connection; the goodbye
+    // on one can arrive while another still carries its data (a large send on the point-to-point
+    // channel), so it counts only once every connection has it. A failure notice counts at once.
+    int closed = 0;
+    for (int c = 0; c < channels_; ++c) {
+      auto* rc = static_cast<net::NetRecvConnection*>(recvs_[index(peer, c)].get());
+      int waitsOn = -1;
+      std::string reason;
+      if (rc->notice(&waitsOn, &reason) && waitsOn == net::kClosingNotice) {
+        ++closed;
+        continue;
+      }
+      if (Status st = rc->peerFailure(); !st.ok()) return st.withContext(describePeer(peer));
+    }
+    if (closed == channels_) return recvs_[index(peer, 0)]->peerFailure().withContext(describePeer(peer));
     return Status::Ok();
   }
   if (!peerSegments_[peer]) return Status::Ok();
