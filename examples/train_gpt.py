@@ -4,6 +4,8 @@
     torchrun --nproc-per-node 8 examples/train_gpt.py --tp 2 --pp 2 --dp 2
     torchrun --nproc-per-node 4 examples/train_gpt.py --tp 2 --pp 2 --schedule gpipe --zero 1
     torchrun --nproc-per-node 8 examples/train_gpt.py --tp 1 --pp 4 --schedule interleaved --micro-batches 8
+    python examples/train_gpt.py --describe gpt.json      # then: loom-plan --model gpt.json ... --one-layout
+    torchrun --nproc-per-node 4 examples/train_gpt.py --plan plan.json
 
 The data is a language it makes itself: a seeded random bigram grammar in which every token is followed
 by one of three tokens with probabilities 0.6, 0.3 and 0.1, so the loss falls from ln(vocab) towards
@@ -12,6 +14,7 @@ writes the loss curve (--plot) at the end, and every rank saves its part of a ch
 --resume continues from (same layout).
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -53,7 +56,39 @@ def parse_args():
     ap.add_argument("--resume", action="store_true", help="continue from the checkpoint in --save")
     ap.add_argument("--plot", default="loss.png", help="loss curve written by rank 0 ('' for none)")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda (one GPU per local rank)")
-    return ap.parse_args()
+    ap.add_argument("--plan", metavar="FILE",
+                    help="run loom-plan's plan: it sets --tp/--pp/--dp, the rank order, the micro-batches, the "
+                         "stage cuts and which blocks recompute (the model flags must be those it was planned for)")
+    ap.add_argument("--timings", metavar="FILE", help="rank 0 writes each step's seconds here (JSON list)")
+    ap.add_argument("--describe", metavar="FILE",
+                    help="write the model's description for loom-plan (one profiled step of --micro-batch-size "
+                         "sequences in this process) and exit")
+    ap.add_argument("--describe-ranks", type=int, default=1,
+                    help="with --describe: profile in this many processes at once (as many as will train)")
+    args = ap.parse_args()
+    args.order, args.boundaries, args.checkpoint_blocks = "tp-dp-pp", None, None
+    if args.plan:
+        apply_plan(args)
+    return args
+
+
+def apply_plan(args):
+    """The layout of a loom-plan plan (loom.plan.runtime) on the command's arguments. The planner's layers
+    are the model's: the embedding, the blocks, the head (what --describe writes)."""
+    from loom.plan.runtime import training_layout
+
+    with open(args.plan) as f:
+        plan = json.load(f)
+    layout = training_layout(plan)
+    planned = sum(len(stage["layers"]) for stage in plan["stages"])
+    if planned != args.layers + 2:
+        raise SystemExit(f"--plan: the plan has {planned} layers, this model {args.layers + 2} (embedding, "
+                         f"{args.layers} blocks, head); give the model flags it was planned for")
+    args.tp, args.pp, args.dp, args.order = layout["tp"], layout["pp"], layout["dp"], layout["order"]
+    args.micro_batches, args.micro_batch_size, args.schedule = layout["micro_batches"], layout["micro_batch_size"], "1f1b"
+    # Model layer i is block i - 1: a stage starting at layer i starts at block i - 1.
+    args.boundaries = [start - 1 for start in layout["stage_starts"]]
+    args.checkpoint_blocks = [i - 1 for i in layout["checkpoint"] if 1 <= i <= args.layers]
 
 
 def grammar(vocab, seed):
@@ -75,11 +110,9 @@ def make_batch(followers, batch, seq_len, step, seed):
 
 def build(args, mesh, device):
     chunks = args.chunks if args.schedule == "interleaved" else 1
-    config = gpt.GPTConfig(vocab=args.vocab, seq_len=args.seq_len, hidden=args.hidden, heads=args.heads,
-                           layers=args.layers, seed=args.seed, sequence_parallel=args.sequence_parallel,
-                           checkpoint=args.checkpoint_activations)
+    config = config_of(args)
     schedule = lp.build_schedule(args.schedule, mesh.pp, args.micro_batches, chunks)
-    models = [m.to(device) for m in gpt.build_chunks(config, mesh.tp_group, mesh.pp, mesh.pp_rank, chunks)]
+    models = [m.to(device) for m in gpt.build_chunks(config, mesh.tp_group, mesh.pp, mesh.pp_rank, chunks, args.boundaries)]
     models = [lp.DataParallel(m, mesh.dp_group, zero=args.zero) for m in models]
     if args.zero:
         opt = lp.ZeroOptimizer(models, torch.optim.AdamW, lr=args.lr, weight_decay=0.0)
@@ -142,15 +175,57 @@ def plot(path, history, title):
     fig.savefig(path, dpi=120)
 
 
+def config_of(args):
+    return gpt.GPTConfig(vocab=args.vocab, seq_len=args.seq_len, hidden=args.hidden, heads=args.heads,
+                         layers=args.layers, seed=args.seed, sequence_parallel=args.sequence_parallel,
+                         checkpoint=args.checkpoint_activations,
+                         checkpoint_blocks=tuple(args.checkpoint_blocks) if args.checkpoint_blocks is not None else None)
+
+
+def measure_model(args):
+    """The model's description measured in this process (loom.plan.model.describe_module)."""
+    from loom.plan.model import describe_module
+
+    torch.set_num_threads(1)
+    config = config_of(args)
+    config.checkpoint, config.checkpoint_blocks = False, None
+    layers = gpt.build_chunks(config)[0].layers
+    tokens = torch.randint(0, config.vocab, (args.micro_batch_size, config.seq_len))
+    h = config.hidden * config.seq_len * 4  # bytes of one sequence's activation between layers
+
+    def tp_comm(layer, output_bytes):  # Megatron's all-reduces per forward (the head: its input's, backward only)
+        return {"Embedding": h, "Block": 2 * h, "Head": h}[type(layer).__name__]
+
+    return describe_module(layers, tokens, name=f"gpt-{config.layers}x{config.hidden}", tp_comm=tp_comm)
+
+
+def describe(args):
+    """The model's layers as loom-plan reads them (no process group): measured here, or by
+    --describe-ranks processes at once (each layer's slowest time: what ranks sharing this machine see)."""
+    from loom.plan.calibrate import concurrent_profile
+    from loom.plan.model import save
+
+    if args.describe_ranks > 1:
+        spec = concurrent_profile(functools.partial(measure_model, args), args.describe_ranks)
+    else:
+        spec = measure_model(args)
+    save(spec, args.describe)
+    print(f"wrote {args.describe}: {len(spec.layers)} layers, "
+          f"{sum(layer.params for layer in spec.layers)} parameters")
+
+
 def main():
     args = parse_args()
+    if args.describe:
+        describe(args)
+        return
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = torch.device(args.device, local_rank) if args.device == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
     torch.set_num_threads(1)
     dist.init_process_group("loom", timeout=timedelta(minutes=5))
-    mesh = lp.init_mesh(tp=args.tp, pp=args.pp, dp=args.dp)
+    mesh = lp.init_mesh(tp=args.tp, pp=args.pp, dp=args.dp, order=args.order)
     config, models, opt, pipe = build(args, mesh, device)
     followers = grammar(args.vocab, args.seed)
     per_pipeline = args.micro_batches * args.micro_batch_size
@@ -160,7 +235,9 @@ def main():
         n_params = sum(p.numel() for m in models for p in m.module.parameters())
         print(f"layout: tp={mesh.tp} pp={mesh.pp} dp={mesh.dp} on {dist.get_world_size()} ranks ({mesh.order}); "
               f"schedule {args.schedule}, {args.micro_batches} micro-batches of {args.micro_batch_size}; "
-              f"ZeRO-{args.zero}; sequence parallel {'on' if args.sequence_parallel else 'off'}")
+              f"ZeRO-{args.zero}; sequence parallel {'on' if args.sequence_parallel else 'off'}"
+              + (f"; plan {args.plan}: order {args.order}, blocks cut at {args.boundaries}, recomputing "
+                 f"{args.checkpoint_blocks}" if args.plan else ""))
         print(f"model: {config.layers} layers, hidden {config.hidden}, {config.heads} heads, vocabulary "
               f"{config.vocab}, sequence {config.seq_len}; rank 0 holds {n_params} parameters; "
               f"loss floor (grammar entropy) {-(FOLLOWER_PROBS * FOLLOWER_PROBS.log()).sum():.3f}, "
@@ -171,6 +248,7 @@ def main():
 
     bar = tqdm(range(start_step, args.steps), disable=not rank0, unit="step", initial=start_step, total=args.steps)
     tokens_per_step = per_pipeline * mesh.dp * config.seq_len
+    step_seconds = []
     for step in bar:
         began = time.perf_counter()
         x, y = make_batch(followers, per_pipeline * mesh.dp, config.seq_len, step, args.seed)
@@ -188,10 +266,14 @@ def main():
             report += loss.detach() / mesh.dp
         dist.all_reduce(report)
         history.append((step + 1, report.item()))
+        step_seconds.append(time.perf_counter() - began)
         if rank0:
             bar.set_postfix(loss=f"{report.item():.3f}", tok_s=f"{tokens_per_step / (time.perf_counter() - began):.0f}")
         if args.save and ((step + 1) % args.save_every == 0 or step + 1 == args.steps):
             save(args, mesh, models, opt, step + 1, history)
+    if rank0 and args.timings:
+        with open(args.timings, "w") as f:
+            json.dump(step_seconds, f)
     if rank0 and history:
         first = history[0][1] if start_step == 0 else None
         print(f"final loss {history[-1][1]:.3f}" + (f" (first step {first:.3f})" if first is not None else ""))

@@ -50,11 +50,12 @@ if ((${#missing[@]})); then "$py" -m pip install "${pip_args[@]}" "${missing[@]}
 [ -f "$LOOM_BUILD_DIR/libloom.so" ] || bash scripts/build.sh
 
 # loom._C, in place; ninja recompiles only what changed. Skipped when nothing it depends on is
-# newer than it and it links the same build directory.
+# newer than it and it links the same build directory. The planner's cost model is linked from the
+# library's static archive, so a rebuilt library relinks the extension (its sources are not recompiled).
 pkg=bindings/python
 so="$(ls "$pkg"/loom/_C*.so 2>/dev/null | head -n1 || true)"
 if [ -z "$so" ] || ! grep -qF "'$LOOM_BUILD_DIR/libloom.so'" "$pkg/loom/_build_info.py" 2>/dev/null ||
-   [ -n "$(find "$pkg/csrc" "$pkg/setup.py" include/loom.h -newer "$so" 2>/dev/null | head -n1)" ]; then
+   [ -n "$(find "$pkg/csrc" "$pkg/setup.py" include/loom.h "$LOOM_BUILD_DIR/libloom_internal.a" -newer "$so" 2>/dev/null | head -n1)" ]; then
   (cd "$pkg" && MAX_JOBS="${MAX_JOBS:-$(nproc)}" "$py" setup.py -q build_ext --inplace)
 fi
 

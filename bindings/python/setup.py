@@ -14,6 +14,12 @@ repo = here.parents[1]
 build_dir = pathlib.Path(os.environ.get("LOOM_BUILD_DIR", repo / "build")).resolve()
 if not (build_dir / "libloom.so").exists():
     raise SystemExit(f"libloom.so not found in {build_dir}: run scripts/build.sh first (or set LOOM_BUILD_DIR)")
+# The planner's cost model (csrc/collective_model.cc) uses the library's hidden internals: the objects it
+# needs are taken from the build's static copy of the library, named after -lloom so that every public
+# loom* symbol still resolves to libloom.so, and kept private to the extension.
+internal = build_dir / "libloom_internal.a"
+if not internal.exists():
+    raise SystemExit(f"libloom_internal.a not found in {build_dir}: build it with `ninja -C {build_dir}`")
 
 # The ctypes binding (loom.capi) loads the same library.
 info = here / "loom" / "_build_info.py"
@@ -30,18 +36,20 @@ setup(
     name="loom-collectives",
     version="0.1.0",
     description="Loom collective communication: Python binding and torch.distributed backend",
-    packages=["loom"],
+    packages=["loom", "loom.parallel", "loom.plan"],
+    entry_points={"console_scripts": ["loom-plan = loom.plan.cli:main"]},
     ext_modules=[
         CppExtension(
             "loom._C",
             sources,
-            include_dirs=[str(repo / "include")],
+            include_dirs=[str(repo / "include"), str(repo / "src")],
             library_dirs=[str(build_dir)],
             libraries=["loom"],
             runtime_library_dirs=[str(build_dir)],
-            depends=depends,
+            depends=depends + [str(internal)],
             # -g0: torch's headers make debug info slow to produce and large.
             extra_compile_args=["-O2", "-g0", "-Wall", "-Wno-unused-parameter"],
+            extra_link_args=[str(internal), "-Wl,--exclude-libs,libloom_internal.a", "-lhwloc", "-lpugixml", "-lfmt"],
         )
     ],
     cmdclass={"build_ext": BuildExtension},

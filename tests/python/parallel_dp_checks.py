@@ -110,3 +110,30 @@ def no_sync_accumulates_then_reduces_the_sum(rank, world):
     dist.all_reduce(total)
     got = torch.cat([p.grad.reshape(-1) for p in model.module.parameters()])
     torch.testing.assert_close(got, total / world, rtol=1e-5, atol=1e-7)
+
+
+@check
+def sharded_data_parallel_matches_plain_data_parallel(rank, world):
+    from loom.parallel.sharded import ShardedDataParallel
+
+    plain = lp.DataParallel(mlp(layers=3, width=24), bucket_mb=0.002)
+    sharded = ShardedDataParallel(mlp(layers=3, width=24))
+    for u in sharded.units:  # each rank holds a shard only
+        assert u.shard.numel() * world >= sum(u.numels) > u.shard.numel() * (world - 1)
+        assert all(p.numel() == 0 for p in u.params)
+    opt_plain = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.9)
+    opt_sharded = torch.optim.SGD(sharded.sharded_parameters(), lr=0.1, momentum=0.9)
+    for step in range(3):
+        x, y = data(rank + 10 * step, width=24, batch=8)
+        plain.zero_grad()
+        sharded.zero_grad()
+        loss_plain = nn.functional.mse_loss(plain(x), y)
+        loss_plain.backward()
+        loss_sharded = nn.functional.mse_loss(sharded(x), y)
+        loss_sharded.backward()
+        torch.testing.assert_close(loss_sharded, loss_plain, rtol=1e-6, atol=1e-7)
+        assert all(p.numel() == 0 and p.grad is None for u in sharded.units for p in u.params)
+        opt_plain.step()
+        opt_sharded.step()
+    for got, want in zip(sharded.full_parameters(), plain.module.parameters()):
+        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)

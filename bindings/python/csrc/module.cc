@@ -6,6 +6,10 @@
 
 namespace py = pybind11;
 
+namespace loomtorch {
+void registerCollectiveModel(py::module_& m);  // collective_model.cc
+}
+
 namespace {
 
 // torch binds its backends with a holder that drops the GIL while the backend is destroyed
@@ -59,4 +63,5 @@ PYBIND11_MODULE(_C, m) {
     loomGetVersion(&v);
     return v;
   });
+  loomtorch::registerCollectiveModel(m);
 }

@@ -5,7 +5,7 @@
     mesh = lp.init_mesh(tp=2, pp=2, dp=2)
 
 One module per concept: mesh (rank layout, groups), data_parallel + buckets + zero (DP, ZeRO-1/2),
-mappings + tensor_parallel + cross_entropy (TP, sequence parallelism), schedules + schedule_check +
+sharded (ZeRO-3), mappings + tensor_parallel + cross_entropy (TP, sequence parallelism), schedules + schedule_check +
 schedule_sim + pipeline (PP), grads (sums across groups after backward), gpt (the example's model).
 """
 from .cross_entropy import vocab_parallel_cross_entropy
@@ -16,9 +16,10 @@ from .pipeline import Pipeline, split_layers
 from .schedule_check import ScheduleError, check
 from .schedule_sim import simulate
 from .schedules import build as build_schedule
+from .sharded import ShardedDataParallel
 from .tensor_parallel import ColumnParallelLinear, RowParallelLinear, VocabParallelEmbedding
 from .zero import ZeroOptimizer
 
 __all__ = ["ColumnParallelLinear", "DataParallel", "Mesh", "Pipeline", "RowParallelLinear", "ScheduleError",
-           "VocabParallelEmbedding", "ZeroOptimizer", "build_schedule", "check", "finalize_grads", "init_mesh",
+           "ShardedDataParallel", "VocabParallelEmbedding", "ZeroOptimizer", "build_schedule", "check", "finalize_grads", "init_mesh",
            "rank_groups", "simulate", "split_layers", "vocab_parallel_cross_entropy"]

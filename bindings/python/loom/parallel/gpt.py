@@ -32,6 +32,10 @@ class GPTConfig:
     seed: int = 0
     sequence_parallel: bool = False
     checkpoint: bool = False  # recompute each block's activations in backward instead of storing them
+    checkpoint_blocks: tuple = None  # only these blocks (indices) recompute; None: all or none, by checkpoint
+
+    def recomputes(self, block):
+        return block in self.checkpoint_blocks if self.checkpoint_blocks is not None else self.checkpoint
 
     def check(self, tp, pp=1, chunks=1, boundaries=None):
         """ValueErrors naming what does not fit the layout; raised before anything is communicated."""
@@ -104,6 +108,7 @@ class Block(nn.Module):
         h, sp = config.hidden, config.sequence_parallel
         self.config, self.heads_local = config, config.heads // group_size(group)
         name = f"block{index}"
+        self.index = index
         self.ln1 = _layer_norm(config, h, f"{name}.ln1")
         # qkv rows are ordered per head (q, k, v of head 0, then head 1, ...), so a split by rows gives
         # each rank whole heads.
@@ -155,7 +160,7 @@ class Chunk(nn.Module):
 
     def forward(self, x):
         for layer in self.layers:
-            if self.config.checkpoint and isinstance(layer, Block) and torch.is_grad_enabled():
+            if isinstance(layer, Block) and self.config.recomputes(layer.index) and torch.is_grad_enabled():
                 x = checkpoint(layer, x, use_reentrant=False)
             else:
                 x = layer(x)

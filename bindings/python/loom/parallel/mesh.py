@@ -3,14 +3,15 @@
 `init_mesh(tp=2, pp=2, dp=2)` after `torch.distributed.init_process_group("loom")`. The order string
 lists axes from the fastest-varying to the slowest: with "tp-dp-pp" (Megatron's),
 global rank = tp_rank + tp * (dp_rank + dp * pp_rank), so tensor-parallel groups are runs of adjacent
-ranks and land on one host, where their frequent small collectives are cheapest.
+ranks and land on one host, where their frequent small collectives are cheapest; "dp-tp-pp" puts
+data-parallel groups there instead (a layout loom-plan may choose).
 """
 from dataclasses import dataclass
 
 import torch.distributed as dist
 
 AXES = ("tp", "dp", "pp")
-ORDERS = ("tp-dp-pp", "tp-pp-dp")
+ORDERS = ("tp-dp-pp", "tp-pp-dp", "dp-tp-pp")
 
 
 def rank_groups(sizes, order="tp-dp-pp"):

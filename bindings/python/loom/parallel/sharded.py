@@ -1,0 +1,150 @@
+"""Sharded data parallelism (ZeRO-3, Galvatron's "SDP"): each rank keeps 1/dp of every parameter.
+
+The module's children are its units (a Sequential's layers, a GPT chunk's layers). A unit's parameters
+live flattened, padded to a multiple of the group size, as one shard per rank (`unit.shard`, the
+Parameter the optimizer steps). Before a unit's forward its parameters are all-gathered and become
+views of the gathered buffer; after it they are freed. A hook on the unit's output gathers them again
+before its backward; once every gradient of the unit is in (or at the end of backward), the full
+gradients are reduce-scattered, averaged, into `unit.shard.grad` and the full parameters and gradients
+are freed. So at most the units running hold whole parameters, and gradient memory is a shard's.
+
+Not yet: prefetching the next unit's gather, overlapping the reduce-scatter with backward (both are
+synchronous here), no_sync, parameters outside the children, checkpointing inside a unit.
+"""
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+class _Unit:
+    def __init__(self, index, module, size, rank):
+        self.index, self.module = index, module
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.shapes = [p.shape for p in self.params]
+        self.numels = [p.numel() for p in self.params]
+        total = sum(self.numels)
+        self.shard_size = -(-total // size) if total else 0
+        flat = torch.zeros(self.shard_size * size, dtype=self.params[0].dtype if self.params else torch.float32)
+        offset = 0
+        for p, n in zip(self.params, self.numels):
+            flat[offset:offset + n].copy_(p.data.reshape(-1))
+            offset += n
+        self.shard = nn.Parameter(flat[rank * self.shard_size:(rank + 1) * self.shard_size].clone())
+        self.shard.grad = torch.zeros_like(self.shard)
+        self.gathered = False
+        self.pending = 0  # gradients still to come in this backward
+        self.free()
+
+    def free(self):
+        for p in self.params:
+            p.data = torch.empty(0, dtype=p.dtype, device=p.device)
+        self.gathered = False
+
+    def gather(self, group, size):
+        if self.gathered or not self.params:
+            return
+        full = torch.empty(self.shard_size * size, dtype=self.shard.dtype, device=self.shard.device)
+        if size > 1:
+            dist.all_gather_into_tensor(full, self.shard.data, group=group)
+        else:
+            full.copy_(self.shard.data)
+        offset = 0
+        for p, shape, n in zip(self.params, self.shapes, self.numels):
+            p.data = full[offset:offset + n].view(shape)
+            offset += n
+        self.gathered = True
+
+
+class ShardedDataParallel(nn.Module):
+    def __init__(self, module, group=None, broadcast=True):
+        super().__init__()
+        self.module, self.group = module, group
+        self.size, self.rank = dist.get_world_size(group), dist.get_rank(group)
+        inside = {id(p) for child in module.children() for p in child.parameters()}
+        outside = [n for n, p in module.named_parameters() if id(p) not in inside]
+        if outside:
+            raise ValueError(f"ShardedDataParallel: parameters outside the module's children are not "
+                             f"supported ({', '.join(outside)})")
+        if broadcast and self.size > 1:
+            src = dist.get_global_rank(group, 0) if group is not None else 0
+            for p in module.parameters():
+                dist.broadcast(p.data, src=src, group=group)
+        self.units = [_Unit(i, child, self.size, self.rank) for i, child in enumerate(module.children())
+                      if any(p.requires_grad for p in child.parameters())]
+        self.shards = nn.ParameterList([u.shard for u in self.units])
+        self._unit_of = {p: u for u in self.units for p in u.params}
+        self._callback_queued = False
+        for u in self.units:
+            u.module.register_forward_pre_hook(lambda m, args, u=u: u.gather(self.group, self.size))
+            u.module.register_forward_hook(lambda m, args, out, u=u: self._after_forward(u, out))
+            for p in u.params:
+                p.register_post_accumulate_grad_hook(self._grad_ready)
+
+    def sharded_parameters(self):
+        """What the optimizer steps: this rank's shard of each unit."""
+        return list(self.shards)
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    def zero_grad(self, set_to_none=False):
+        for u in self.units:
+            u.shard.grad.zero_()
+
+    def _after_forward(self, unit, out):
+        if torch.is_grad_enabled():
+            tensors = [t for t in (out if isinstance(out, (tuple, list)) else [out])
+                       if isinstance(t, torch.Tensor) and t.requires_grad]
+            for t in tensors[:1]:
+                t.register_hook(lambda grad, u=unit: self._before_backward(u, grad))
+        unit.free()
+        return None
+
+    def _before_backward(self, unit, grad):
+        if not self._callback_queued:
+            self._callback_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
+        unit.gather(self.group, self.size)
+        unit.pending = len(unit.params)
+        return grad
+
+    def _grad_ready(self, p):
+        unit = self._unit_of[p]
+        unit.pending -= 1
+        if unit.pending == 0:
+            self._reduce(unit)
+
+    def _reduce(self, unit):
+        flat = torch.zeros(unit.shard_size * self.size, dtype=unit.shard.dtype, device=unit.shard.device)
+        offset = 0
+        for p, n in zip(unit.params, unit.numels):
+            if p.grad is not None:
+                flat[offset:offset + n].copy_(p.grad.reshape(-1))
+            p.grad = None
+            offset += n
+        out = torch.empty_like(unit.shard)
+        if self.size > 1:
+            flat.div_(self.size)
+            dist.reduce_scatter_tensor(out, flat, group=self.group)
+        else:
+            out.copy_(flat)
+        unit.shard.grad.add_(out)
+        unit.pending = 0
+        unit.free()
+
+    def _end_of_backward(self):
+        self._callback_queued = False
+        for u in self.units:  # units whose gradients did not all arrive (unused parameters)
+            if u.gathered:
+                self._reduce(u)
+
+    @torch.no_grad()
+    def full_parameters(self):
+        """Every parameter whole, as a list of tensors in module.parameters() order (all ranks call it)."""
+        out = {}
+        for u in self.units:
+            u.gather(self.group, self.size)
+            for p in u.params:
+                out[id(p)] = p.data.clone()
+            u.free()
+        return [out[id(p)] for p in self.module.parameters() if id(p) in out]

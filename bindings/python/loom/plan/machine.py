@@ -1,0 +1,105 @@
+"""The machine the planner plans for: Loom's collective model on a topology (loom._C.CollectiveModel:
+the tuner's choice and simulated plans, as loom-sim), the devices' memory and compute speed.
+
+Job ranks are laid out with the pipeline outermost: stage s holds ranks [s * N/pp, (s+1) * N/pp), so
+with several nodes the stages split between nodes before any TP or DP group does (Galvatron's
+takeaway 1). Inside a stage, Strategy.groups places the TP and DP groups.
+"""
+import time
+from dataclasses import dataclass, field
+
+GB = 1e9
+
+
+@dataclass
+class Machine:
+    devices: int
+    memory_bytes: float  # per device, for the model's states and activations
+    flops_per_s: float  # one device's compute speed for the model's layers (FLOPs of describe_module)
+    collectives: object = None  # loom._C.CollectiveModel over `devices` ranks; None: communication is free
+    overlap_slowdown: float = 1.3  # compute and communication that overlap each run this much slower
+    comm_elem_bytes: int = 4  # bytes per element of what is communicated (fp32)
+    use_measured_compute: bool = True  # a layer's measured forward time, where the model has one
+    collective_overhead_s: float = 0.0  # added to every collective and transfer (calibrate.collective_overhead)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        if self.devices < 1 or self.devices & (self.devices - 1):
+            raise ValueError(f"Machine: the device count must be a power of two, got {self.devices}")
+        if not self.memory_bytes > 0 or not self.flops_per_s > 0:
+            raise ValueError("Machine: memory and compute speed must be positive")
+        if self.collectives is not None and self.collectives.world != self.devices:
+            raise ValueError(f"Machine: the collective model has {self.collectives.world} ranks, "
+                             f"the machine {self.devices}")
+
+    def stage_ranks(self, pp, stage):
+        g = self.devices // pp
+        return list(range(stage * g, (stage + 1) * g))
+
+    def collective_s(self, op, nbytes, ranks):
+        """Seconds of op over `ranks` moving nbytes (the whole buffer), all such groups at once."""
+        if len(ranks) < 2 or nbytes <= 0:
+            return 0.0
+        if self.collectives is None:
+            return self.collective_overhead_s
+        key = (op, int(nbytes), tuple(ranks))
+        if key not in self._cache:
+            self._cache[key] = self.collectives.collective(op, int(nbytes), list(ranks), self.comm_elem_bytes)["time_us"] * 1e-6
+        return self._cache[key] + self.collective_overhead_s
+
+    def p2p_s(self, nbytes, pairs):
+        if not pairs or nbytes <= 0:
+            return 0.0
+        if self.collectives is None:
+            return self.collective_overhead_s
+        key = ("p2p", int(nbytes), tuple(pairs))
+        if key not in self._cache:
+            self._cache[key] = self.collectives.p2p(int(nbytes), list(pairs), self.comm_elem_bytes) * 1e-6
+        return self._cache[key] + self.collective_overhead_s
+
+    def forward_s(self, layer, samples, tp):
+        """One device's forward time of `layer` on `samples` samples split over tp devices."""
+        if self.use_measured_compute and layer.forward_s is not None:
+            return layer.forward_s * samples / tp
+        return layer.flops * samples / tp / self.flops_per_s
+
+    def describe(self):
+        d = {"devices": self.devices, "memory_gb": self.memory_bytes / GB, "tflops": self.flops_per_s / 1e12,
+             "overlap_slowdown": self.overlap_slowdown, "collective_overhead_us": self.collective_overhead_s * 1e6}
+        if self.collectives is not None:
+            d["topology"] = self.collectives.source
+            d["ranks_per_node"] = self.collectives.ranks_per_node
+            d["collective_model"] = self.collectives.machine(list(range(self.devices)))
+        return d
+
+
+def collective_model(devices, topology="", ranks_per_node=0, memory="auto", **fields):
+    """Loom's model of collectives over `devices` ranks. topology: "" for LOOM_TOPO_FILE or the live
+    machine, "none" for a modelled cluster given only by `fields` (loom-sim's flags: intra_gbs,
+    nics_per_node, nic_gbs, latency_us, net_latency_us, step_us, copy_gbs), else a topology file."""
+    import torch  # noqa: F401 - loom._C needs torch's libraries loaded
+
+    from .. import _C
+
+    return _C.CollectiveModel(devices, ranks_per_node=ranks_per_node, topology=topology, memory=memory,
+                              machine={k: float(v) for k, v in fields.items() if v is not None})
+
+
+def measure_flops(seconds=0.2, n=256):
+    """This process's matrix-multiply rate (FLOP/s), a quick calibration of the compute speed."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    runs, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        runs += 1
+    return 2 * n ** 3 * runs / (time.perf_counter() - start)
+
+
+def calibrated_flops(spec):
+    """The compute speed a profiled model description implies (its FLOPs over its measured time)."""
+    timed = [layer for layer in spec.layers if layer.forward_s]
+    seconds = sum(layer.forward_s for layer in timed)
+    return sum(layer.flops for layer in timed) / seconds if seconds > 0 else None
