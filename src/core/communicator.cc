@@ -114,7 +114,10 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   options.netProvider = envString("LOOM_NET", "");
   options.netDevice = envString("LOOM_SOCKET_IFNAME", "");
   if (comm->job.hosts() > 1)
-    options.netPreferred = {comm->job.nicNameOf[static_cast<size_t>(rank)], comm->job.nicBusIdOf[static_cast<size_t>(rank)]};
+    options.netPreferred = {comm->job.nicNameOf[static_cast<size_t>(rank)], comm->job.nicBusIdOf[static_cast<size_t>(rank)],
+                            comm->job.nicPathOf[static_cast<size_t>(rank)]};
+  options.cudaDevice = comm->cudaDevice;
+  if (comm->cudaDevice >= 0) options.cudaDmabuf = device::dmabufExportable(comm->cudaDevice, &options.cudaDmabufWhy);
   options.netDirect = envInt("LOOM_NET_DIRECT", 1) != 0;
   options.timeoutMs = comm->settings.timeoutMs;
   LOOM_TRY(TransportSet::create(*comm->bootstrap, peers, options, &comm->transports)

@@ -77,6 +77,23 @@ struct StreamCapture {
 };
 Status captureOf(loomStream_t stream, StreamCapture* out);
 
+// ---- GPU memory for the network (GPUDirect RDMA) -------------------------------------------------------
+
+// Whether the CUDA driver exports `device`'s memory as dmabuf fds (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED:
+// a driver of 11.7 or newer, with NVIDIA's open kernel modules); *why says why not.
+bool dmabufExportable(int device, std::string* why);
+
+// Device memory as a dmabuf fd, for ibv_reg_dmabuf_mr (cuMemGetHandleForAddressRange): the fd covers
+// the whole allocation holding [p, p + bytes) (driver ranges must be page aligned; an allocation is),
+// and `offset` is p's place in it. The caller closes the fd once the NIC registered it.
+struct DmabufRange {
+  int fd = -1;
+  uint64_t offset = 0;      // of p, into the fd
+  const void* base = nullptr;  // the allocation the fd covers
+  size_t bytes = 0;         // its size
+};
+Status exportDmabuf(const void* p, size_t bytes, DmabufRange* out);
+
 // ---- One communicator's device state ------------------------------------------------------------------
 
 // A rank's process, as the ranks tell each other at init. Two ranks share an address space only when

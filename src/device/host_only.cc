@@ -23,6 +23,12 @@ Status checkDeviceList(int, const int*) {
 int activeDevice() { return -1; }
 std::string busIdOf(int) { return ""; }
 
+bool dmabufExportable(int, std::string* why) {
+  *why = "this Loom was built without CUDA";
+  return false;
+}
+Status exportDmabuf(const void*, size_t, DmabufRange*) { return noCuda("dmabuf export"); }
+
 Status readScalarInStreamOrder(const void**, loomDataType_t, void*, loomStream_t) { return Status::Ok(); }
 
 Status captureOf(loomStream_t, StreamCapture* out) {

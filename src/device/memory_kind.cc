@@ -8,6 +8,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "device/driver_entry.h"
 
 namespace loom::device {
 namespace {
@@ -108,23 +109,6 @@ Status checkDeviceList(int ndev, const int* devlist) {
                              devlist[i], visible);
   return Status::Ok();
 }
-
-namespace {
-
-// A driver entry point, looked up once through the runtime (libcuda is not linked: the runtime is
-// static and finds the driver at run time); null when the driver lacks it.
-template <class Fn>
-Fn driverEntryPoint(const char* name) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess)
-    fn = nullptr;
-  cudaGetLastError();
-  return reinterpret_cast<Fn>(fn);
-}
-
-}  // namespace
 
 int activeDevice() {
   if (!cudaUsable()) return -1;

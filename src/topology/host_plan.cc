@@ -152,6 +152,9 @@ Status planHost(const SystemGraph& host, std::span<const int> hostRanks, std::sp
       const Node& nic = host.node(host.nics()[static_cast<size_t>(rec.nic)]);
       std::snprintf(rec.nicName, sizeof rec.nicName, "%s", nic.name.c_str());
       std::snprintf(rec.nicBusId, sizeof rec.nicBusId, "%s", nic.busId.c_str());
+      const RankPlacement& placed = placements[static_cast<size_t>(rank)];
+      if (placed.gpu >= 0 && host.gpuNicPath(placed.gpu, rec.nic).exists())
+        rec.nicPath = static_cast<int32_t>(host.gpuNicPath(placed.gpu, rec.nic).type);
     }
     rec.nics = nics;
     rec.ringGbs = static_cast<float>(search.ringBusGbs);

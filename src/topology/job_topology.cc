@@ -196,6 +196,7 @@ Status assembleJob(std::span<const RankPlacement> placements, std::span<const Ho
     job.nicOf.push_back(rec.nic);
     job.nicNameOf.emplace_back(rec.nicName, strnlen(rec.nicName, sizeof rec.nicName));
     job.nicBusIdOf.emplace_back(rec.nicBusId, strnlen(rec.nicBusId, sizeof rec.nicBusId));
+    job.nicPathOf.push_back(rec.nicPath);
     const double copy = placements[static_cast<size_t>(r)].copyGbs;
     if (copy > 0) job.copyGbs = job.copyGbs > 0 ? std::min(job.copyGbs, copy) : copy;
   }

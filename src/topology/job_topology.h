@@ -74,6 +74,7 @@ struct HostChannelRecord {
   float ringGbs = 0;                     // bus bandwidth of the host's rings (topology search), 0 unknown
   float nicGbs = 0;                      // the slowest NIC the host's channels use, 0 unknown
   int32_t worstPath = 0;                 // the worst path class (PathType) between neighbours of its rings
+  int32_t nicPath = -1;                  // the path class (PathType) from its GPU to `nic`; -1: no GPU or no path
   char nicName[32] = {};                 // the name of `nic`
   char nicBusId[16] = {};                // its PCI address ("" when it has none)
 };
@@ -98,6 +99,8 @@ struct JobTopology {
   std::vector<int> nicOf;                     // rank -> the NIC it uses (-1 none)
   std::vector<std::string> nicNameOf;         // rank -> that NIC's name ("" none)
   std::vector<std::string> nicBusIdOf;        // rank -> that NIC's PCI address ("" none or unknown)
+  std::vector<int> nicPathOf;                 // rank -> the path class (PathType) from its GPU to that NIC
+                                              // (-1: no GPU, or no path); what GPUDirect RDMA is decided on
   std::vector<RankPlacement> placements;      // rank -> step 1's message
   int ranksPerHost = 0;                       // ranks of every host, when hosts hold equal contiguous blocks; else 0
   int nicsPerHost = 0;                        // the fewest NICs of any host

@@ -203,6 +203,7 @@ Status TransportSet::setupNet(PeerExchange& exchange) {
   net::DeviceProperties props;
   if (providerError.ok()) providerError = chooseNetDevice(&device);
   if (providerError.ok()) providerError = netProvider_->deviceProperties(device, &props);
+  if (providerError.ok() && options_.cudaDevice >= 0) providerError = chooseGdr(props);
   if (!providerError.ok()) netProvider_.reset();
   net::NetLinks links;
   links.nchannels = channels_;
@@ -216,6 +217,28 @@ Status TransportSet::setupNet(PeerExchange& exchange) {
                                 &sends_, &recvs_));
   LOOM_INFO(Net, "rank {}: network provider {} on device {} ({} Mb/s), sends {}", rank_, netProvider_->name(),
             props.name, props.speedMbps, links.direct == net::DirectMode::None ? "through slots" : "straight from buffers");
+  return Status::Ok();
+}
+
+Status TransportSet::chooseGdr(const net::DeviceProperties& props) {
+  net::GdrLevel level;
+  LOOM_TRY(net::gdrLevelFromEnvironment(&level));
+  net::GdrFacts facts;
+  facts.nic = props.name;
+  const net::PreferredNic& nic = options_.netPreferred;
+  const bool topologysNic =
+      props.name == nic.name || (!nic.busId.empty() && props.pciPath.find(nic.busId) != std::string::npos);
+  facts.gpuNicPath = topologysNic ? nic.gpuPath : -1;  // another device: its distance is unknown
+  facts.ptrSupport = props.ptrSupport;
+  facts.cudaDmabuf = options_.cudaDmabuf;
+  facts.cudaDmabufWhy = options_.cudaDmabufWhy;
+  gdr_ = net::chooseGdr(facts, level);
+  // The choice is what the hardware allows; Loom's operations on device memory still reach the network
+  // staged through pinned host memory (plan kernels serve peers on the same host only).
+  LOOM_INFO(Net, "rank {}: GPU {} and {}: {} ({}); device buffers to and from the network are staged through host "
+            "memory{}",
+            rank_, options_.cudaDevice, props.name, net::gdrModeName(gdr_.mode), gdr_.why,
+            gdr_.mode == net::GdrMode::Staged ? "" : " all the same (Loom's GPU data path over the network is not built)");
   return Status::Ok();
 }
 

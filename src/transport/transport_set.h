@@ -14,6 +14,7 @@
 #include "transport/connection.h"
 #include "transport/doorbell.h"
 #include "transport/net/net_connection.h"
+#include "transport/net/gdr_choice.h"
 #include "transport/net/net_setup.h"
 #include "transport/net/provider.h"
 #include "transport/segment.h"
@@ -44,6 +45,11 @@ struct TransportOptions {
   // provider has it; otherwise the provider's first device.
   net::PreferredNic netPreferred;
   bool netDirect = true;    // network sends may leave straight from the caller's buffers
+  // The rank's GPU (-1: none) and what its CUDA driver says of dmabuf export (device_layer.h), for
+  // the GPUDirect RDMA decision (net/gdr_choice.h).
+  int cudaDevice = -1;
+  bool cudaDmabuf = false;
+  std::string cudaDmabufWhy;
   int64_t timeoutMs = 0;    // connection setup (0: none)
   // Called on this rank's FIFO memory before anything touches it: the communicator places it on the
   // rank's NUMA node (topology/numa_binding.h); unset leaves it where it is first touched.
@@ -120,6 +126,9 @@ class TransportSet {
   // The network provider's name ("" without net peers) and what left by which path (net/net_connection.h).
   std::string netProviderName() const;
   const net::SendCounters& netSendCounters() const { return netCounters_; }
+  // Whether GPUDirect RDMA could serve this rank's GPU on its NIC, and why (decided at setup for a
+  // rank with a GPU and network peers; Staged otherwise).
+  const net::GdrChoice& gdrChoice() const { return gdr_; }
 
  private:
   TransportSet() = default;
@@ -127,6 +136,7 @@ class TransportSet {
   Status setupMemory(PeerExchange& exchange);
   Status setupNet(PeerExchange& exchange);
   Status chooseNetDevice(int* device) const;
+  Status chooseGdr(const net::DeviceProperties& props);
   PeerNotice segmentNotice(int peer) const;  // a memory peer's failure record
   std::vector<net::NetSendConnection*> netSends() const;
   std::vector<int> memoryPeersOf(int rank) const;
@@ -141,6 +151,7 @@ class TransportSet {
   // Declared before the connections: their comms may need the provider until they are gone.
   std::unique_ptr<net::Provider> netProvider_;
   net::SendCounters netCounters_;
+  net::GdrChoice gdr_;
   std::vector<std::unique_ptr<SendConnection>> sends_;
   std::vector<std::unique_ptr<RecvConnection>> recvs_;
   std::shared_ptr<Segment> own_;

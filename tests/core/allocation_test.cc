@@ -16,13 +16,26 @@ thread_local long allocations = 0;
 
 }  // namespace
 
+// Every form that pairs with the replaced deletes (the standard library's temporary buffers use the
+// nothrow one; AddressSanitizer insists that new and delete match). The aligned forms stay the
+// runtime's, with their own deletes.
 void* operator new(size_t bytes) {
   ++allocations;
   if (void* p = std::malloc(bytes ? bytes : 1)) return p;
   throw std::bad_alloc();
 }
+void* operator new(size_t bytes, const std::nothrow_t&) noexcept {
+  ++allocations;
+  return std::malloc(bytes ? bytes : 1);
+}
+void* operator new[](size_t bytes) { return operator new(bytes); }
+void* operator new[](size_t bytes, const std::nothrow_t& tag) noexcept { return operator new(bytes, tag); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace {
 

@@ -40,6 +40,7 @@ Status chooseDevice(const Provider& provider, const std::string& spec, int* devi
 struct PreferredNic {
   std::string name;   // the graph's name: the RDMA device's (mlx5_0) or else the interface's (eth0)
   std::string busId;  // its PCI address ("0000:0c:00.0"), "" unknown
+  int gpuPath = -1;   // the path class (PathType) from the rank's GPU to it; -1: no GPU or no path
 };
 
 // The provider's device that is `nic`: the same name, or the same PCI function (an interface ib0 and

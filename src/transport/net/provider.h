@@ -67,6 +67,12 @@ class Comm {
   virtual ~Comm() = default;
   // `pointerKind` is one PointerSupport bit. The region stays valid until deregisterMemory.
   virtual Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) = 0;
+  // GPU memory exported as a dmabuf (ncclNet's regMrDmaBuf): [data, data + bytes) is bytes
+  // [offset, offset + bytes) of `fd`. Only devices with kDmabufPointers take it.
+  virtual Status registerDmabuf(void* data, size_t bytes, int fd, uint64_t offset, MemoryRegion** region) {
+    (void)data, (void)bytes, (void)fd, (void)offset, (void)region;
+    return invalidArgument("this network provider does not register dmabuf memory");
+  }
   virtual Status deregisterMemory(MemoryRegion* region) = 0;
   // *done once the request completed (it is freed then and must not be tested again). `sizes`
   // (may be null) receives the bytes sent, or, for a receive, the bytes of each of its buffers.

@@ -15,6 +15,7 @@ int fake_verbs_inject(const char* fault, int count) {
   else if (std::strcmp(fault, "rnr_exceeded") == 0) f.faults.rnrExceeded = count;
   else if (std::strcmp(fault, "reg_mr_enomem") == 0) f.faults.regMrNoMemory = count;
   else if (std::strcmp(fault, "modify_qp_einval") == 0) f.faults.modifyToRtrInvalid = count;
+  else if (std::strcmp(fault, "reg_dmabuf_eopnotsupp") == 0) f.faults.dmabufUnsupported = count;
   else return -1;
   return 0;
 }

@@ -3,6 +3,9 @@
 // "active" or "down" and link "eth" (RoCE: GIDs fe80 v1, fe80 v2, ::ffff:10.99.0.N v1, ::ffff:10.99.0.N
 // v2, then four empty entries) or "ib" (LID, GID 0). "none" is a machine whose kernel has no RDMA:
 // no list, errno ENOSYS, as Debian's libibverbs answers there.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -221,11 +224,50 @@ ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   return &m->mr;
 }
 
+// A dmabuf is an fd for memory a device exports; the fake takes any fd it can map shared (a memfd in
+// the tests), so that what the fabric writes through the MR lands where the fd's other mappings see it.
+// fd -1 answers EBADF, which is how NCCL and the provider probe for support without memory.
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+  Fabric& f = fabric();
+  std::lock_guard<std::mutex> guard(f.lock);
+  if (f.faults.dmabufUnsupported > 0) {
+    --f.faults.dmabufUnsupported;
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (fd < 0) {
+    errno = EBADF;
+    return nullptr;
+  }
+  if (length == 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t slack = offset % page;
+  void* map = mmap(nullptr, length + slack, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset - slack));
+  if (map == MAP_FAILED) return nullptr;  // errno from mmap
+  auto* m = new FakeMr();
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = reinterpret_cast<void*>(iova);
+  m->mr.length = length;
+  m->mr.lkey = m->mr.rkey = f.nextKey++;
+  m->access = access;
+  m->mapping = static_cast<char*>(map) + slack;
+  m->mapSlack = slack;
+  f.mrs[m->mr.lkey] = m;
+  ++f.live;
+  return &m->mr;
+}
+
 int ibv_dereg_mr(ibv_mr* mr) {
   Fabric& f = fabric();
   std::lock_guard<std::mutex> guard(f.lock);
   f.mrs.erase(mr->lkey);
-  delete reinterpret_cast<FakeMr*>(mr);
+  auto* m = reinterpret_cast<FakeMr*>(mr);
+  if (m->mapping) munmap(m->mapping - m->mapSlack, m->mr.length + m->mapSlack);
+  delete m;
   --f.live;
   return 0;
 }

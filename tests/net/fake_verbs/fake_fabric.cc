@@ -1,7 +1,8 @@
 // FakeVerbs' completion channels, CQs and reliable-connection QPs, and the fabric between them: an RDMA
 // write is a memcpy into the responder's memory after the checks a NIC makes (QP states, the local
 // lkeys and the remote rkey, access rights, bounds, one protection domain); a write with immediate
-// also takes a posted receive of the responder and completes it. Writes reach a QP in posting order;
+// also takes a posted receive of the responder and completes it; an RDMA read copies the other way
+// (REMOTE_READ there, LOCAL_WRITE here). A QP connected to itself (the provider's flush QP) works. Writes reach a QP in posting order;
 // one that finds no receive waits for one (RNR) when the requester's rnr_retry is 7, else fails with
 // IBV_WC_RNR_RETRY_EXC_ERR. A QP that cannot be reached (gone, not connected back, in error) fails
 // the write with IBV_WC_RETRY_EXC_ERR at once, where a NIC would after its retries. A failed QP
@@ -102,11 +103,16 @@ void deliver(Fabric& f, FakeQp* responder) {
       continue;
     }
     responder->incoming.pop_front();
+    const bool read = w.opcode == IBV_WR_RDMA_READ;
+    // The requester's side: the bytes a write reads, or where a read's bytes go (which needs LOCAL_WRITE).
     uint64_t total = 0;
     bool localOk = true;
+    std::vector<char*> local;
     for (const ibv_sge& s : w.sges) {
       auto it = f.mrs.find(s.lkey);
-      localOk = localOk && it != f.mrs.end() && it->second->mr.pd == requester->qp.pd && inside(it->second, s.addr, s.length);
+      localOk = localOk && it != f.mrs.end() && it->second->mr.pd == requester->qp.pd &&
+                inside(it->second, s.addr, s.length) && (!read || (it->second->access & IBV_ACCESS_LOCAL_WRITE));
+      if (localOk) local.push_back(it->second->bytesAt(s.addr));
       total += s.length;
     }
     if (!localOk) {
@@ -114,17 +120,25 @@ void deliver(Fabric& f, FakeQp* responder) {
       continue;
     }
     if (total > 0) {
+      const int right = read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
       auto it = f.mrs.find(w.rkey);
-      if (it == f.mrs.end() || it->second->mr.pd != responder->qp.pd ||
-          !(it->second->access & IBV_ACCESS_REMOTE_WRITE) || !inside(it->second, w.remoteAddress, total)) {
+      if (it == f.mrs.end() || it->second->mr.pd != responder->qp.pd || !(it->second->access & right) ||
+          !inside(it->second, w.remoteAddress, total)) {
         failWrite(f, requester, w, IBV_WC_REM_ACCESS_ERR);
         continue;
       }
-      auto* to = reinterpret_cast<char*>(w.remoteAddress);
-      for (const ibv_sge& s : w.sges) {
-        std::memmove(to, reinterpret_cast<const void*>(s.addr), s.length);
-        to += s.length;
+      char* remote = it->second->bytesAt(w.remoteAddress);
+      for (size_t i = 0; i < w.sges.size(); ++i) {
+        if (read) std::memmove(local[i], remote, w.sges[i].length);
+        else std::memmove(remote, local[i], w.sges[i].length);
+        remote += w.sges[i].length;
       }
+    }
+    if (read) {
+      if (w.signaled)
+        complete(reinterpret_cast<FakeCq*>(requester->qp.send_cq),
+                 completion(w.wrId, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, requester->qp.qp_num));
+      continue;
     }
     if (withImmediate) {
       ibv_wc wc = completion(responder->receives.front(), IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
@@ -149,8 +163,9 @@ int postSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   std::lock_guard<std::mutex> guard(f.lock);
   auto* qp = reinterpret_cast<FakeQp*>(ibqp);
   for (; wr; wr = wr->next) {
-    const bool write = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-    if (!write || (qp->qp.state != IBV_QPS_RTS && qp->qp.state != IBV_QPS_ERR) || wr->num_sge < 0 || wr->num_sge > 8) {
+    const bool supported = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+                           wr->opcode == IBV_WR_RDMA_READ;
+    if (!supported || (qp->qp.state != IBV_QPS_RTS && qp->qp.state != IBV_QPS_ERR) || wr->num_sge < 0 || wr->num_sge > 8) {
       *bad = wr;
       return EINVAL;
     }

@@ -39,6 +39,15 @@ struct FakeContext {
 struct FakeMr {
   ibv_mr mr{};
   int access = 0;
+  // A dmabuf registration: the MR's addresses are the caller's iova, its bytes those of the fd's
+  // mapping (`mapping` holds `mr.addr`'s byte; the whole mmap starts `mapSlack` bytes before it).
+  char* mapping = nullptr;
+  size_t mapSlack = 0;
+  // Where the byte at `address` (inside the MR) lives in this process.
+  char* bytesAt(uint64_t address) const {
+    if (!mapping) return reinterpret_cast<char*>(address);
+    return mapping + (address - reinterpret_cast<uintptr_t>(mr.addr));
+  }
 };
 
 struct FakeCq;
@@ -59,7 +68,7 @@ struct FakeCq {
   unsigned eventsDelivered = 0, eventsAcked = 0;
 };
 
-// One RDMA write (with or without immediate) on its way to the responder QP, in order.
+// One RDMA write (with or without immediate) or read on its way to the responder QP, in order.
 struct InFlight {
   uint32_t fromQp = 0;
   uint64_t wrId = 0;
@@ -87,6 +96,7 @@ struct Faults {
   int rnrExceeded = 0;    // ... with IBV_WC_RNR_RETRY_EXC_ERR
   int regMrNoMemory = 0;  // the next ibv_reg_mr calls fail with ENOMEM
   int modifyToRtrInvalid = 0;  // the next modifications to RTR fail with EINVAL
+  int dmabufUnsupported = 0;   // the next ibv_reg_dmabuf_mr calls fail with EOPNOTSUPP
 };
 
 struct Fabric {

@@ -108,6 +108,23 @@ TEST(JobTopology, SeveralHostsCrossOncePerHostAndSpreadOverTheNics) {
   expectRailRings(g, 2, 4);
 }
 
+// What GPUDirect RDMA is decided on (transport/net/gdr_choice.h): each rank's path from its GPU to its
+// NIC, and none for ranks without a GPU.
+TEST(JobTopology, EachRankKnowsHowFarItsNicIsFromItsGpu) {
+  LOOM_FIXTURE_OR_SKIP(path, "nccl-hgx-8xA100-nvswitch-4xcx6.xml");
+  const SystemGraph g = load(path);
+  JobTopology job;
+  ASSERT_TRUE(modelJob(g, 16, 8, 0, &job).ok());
+  ASSERT_EQ(job.nicPathOf.size(), 16u);
+  for (int r = 0; r < 16; ++r) {
+    const int gpu = r % 8;
+    ASSERT_GE(job.nicOf[static_cast<size_t>(r)], 0);
+    EXPECT_EQ(job.nicPathOf[static_cast<size_t>(r)],
+              static_cast<int>(g.gpuNicPath(gpu, job.nicOf[static_cast<size_t>(r)]).type)) << "rank " << r;
+  }
+  EXPECT_EQ(job.nicPathOf[0], static_cast<int>(PathType::Pxb));  // GPU0 and mlx5_bond_1 share a switch level
+}
+
 TEST(JobTopology, HostsWithoutGpusSpreadTheirCrossingsOverTheirRanks) {
   LOOM_FIXTURE_OR_SKIP(path, "hwloc-2socket-pci-gpu-ib.xml");
   SystemGraph g = load(path);
@@ -126,6 +143,7 @@ TEST(JobTopology, HostsWithoutGpusSpreadTheirCrossingsOverTheirRanks) {
   }
   JobTopology job;
   ASSERT_TRUE(assembleJob(placements, records, &job).ok());
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(job.nicPathOf[static_cast<size_t>(r)], -1) << "rank " << r << " has no GPU";
   std::set<int> entries;
   for (const std::vector<int>& ring : job.rings) entries.insert(ring.front());
   EXPECT_GE(job.rings.size(), 3u);

@@ -19,10 +19,26 @@ Status OwnedRegion::registerOn(IbDevice& device, void* data, size_t bytes, int a
 
 template <typename Base>
 Status IbComm<Base>::registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) {
-  if (pointerKind != kHostPointers)
-    return invalidArgument("the ib provider registers host memory only (pointer kind {})", pointerKind);
+  IbDevice& device = endpoint_->device();
+  if (pointerKind == kCudaPointers && !device.gpuMemory().peermem)
+    return invalidArgument("ib: {} cannot register CUDA memory with ibv_reg_mr ({}): load nvidia-peermem, or register "
+                           "the memory as a dmabuf",
+                           device.name(), device.gpuMemory().why);
+  if (pointerKind != kHostPointers && pointerKind != kCudaPointers)
+    return invalidArgument("ib: pointer kind {} is registered with registerDmabuf", pointerKind);
   Registration* r = nullptr;
-  LOOM_TRY(endpoint_->device().registry().acquire(data, bytes, &r));
+  LOOM_TRY(device.registry().acquire(data, bytes, &r, /*gpu=*/pointerKind == kCudaPointers));
+  *region = reinterpret_cast<MemoryRegion*>(r);
+  return Status::Ok();
+}
+
+template <typename Base>
+Status IbComm<Base>::registerDmabuf(void* data, size_t bytes, int fd, uint64_t offset, MemoryRegion** region) {
+  IbDevice& device = endpoint_->device();
+  if (!device.gpuMemory().dmabuf)
+    return invalidArgument("ib: {} does not register dmabuf memory ({})", device.name(), device.gpuMemory().why);
+  Registration* r = nullptr;
+  LOOM_TRY(device.registry().acquireDmabuf(data, bytes, fd, offset, &r));
   *region = reinterpret_cast<MemoryRegion*>(r);
   return Status::Ok();
 }
@@ -51,11 +67,12 @@ template <typename Base>
 void IbComm<Base>::addWaits(WaitList* waits) {
   // Completions that are already there, or errors, are the caller's to see now; otherwise ask for an
   // event and look once more, since a completion between the last look and the request raises none.
-  if (!progress().ok() || somethingToReport() || !endpoint_->arm().ok() || !progress().ok() || somethingToReport()) {
+  if (!progress().ok() || somethingToReport() || !arm().ok() || !progress().ok() || somethingToReport()) {
     waits->capSleep(0);
     return;
   }
   endpoint_->addWaits(waits);
+  addMoreWaits(waits);
 }
 
 template class IbComm<SendComm>;

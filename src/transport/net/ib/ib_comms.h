@@ -39,7 +39,7 @@ static_assert(sizeof(ClearToSend) == 32);
 inline constexpr int kFifoSlots = kMaxRequestsPerComm;
 
 // What a work request is, in its wr_id's upper half (the lower half is the FIFO slot).
-enum class WorkKind : uint32_t { SendData = 1, ClearToSendRecv = 2, ReceiveData = 3, ClearToSendWrite = 4 };
+enum class WorkKind : uint32_t { SendData = 1, ClearToSendRecv = 2, ReceiveData = 3, ClearToSendWrite = 4, Flush = 5 };
 inline uint64_t workId(WorkKind kind, uint32_t slot) { return (uint64_t{static_cast<uint32_t>(kind)} << 32) | slot; }
 inline WorkKind workKind(uint64_t id) { return static_cast<WorkKind>(id >> 32); }
 inline uint32_t workSlot(uint64_t id) { return static_cast<uint32_t>(id); }
@@ -64,6 +64,7 @@ template <typename Base>
 class IbComm : public Base {
  public:
   Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override;
+  Status registerDmabuf(void* data, size_t bytes, int fd, uint64_t offset, MemoryRegion** region) override;
   Status deregisterMemory(MemoryRegion* region) override;
   void addWaits(WaitList* waits) override;
 
@@ -72,6 +73,10 @@ class IbComm : public Base {
       : device_(endpoint->devicePointer()), endpoint_(std::move(endpoint)) {}
   // Moves everything on that can move without waiting (completions, posts); a broken connection's error.
   virtual Status progress() = 0;
+  // Asks for events at the next completions (the endpoint's, and whatever else a comm waits on), and
+  // adds what to sleep on.
+  virtual Status arm() { return endpoint_->arm(); }
+  virtual void addMoreWaits(WaitList* waits) { (void)waits; }
   // A request the caller may complete now (done or failed), or a broken connection.
   virtual bool somethingToReport() const = 0;
   // The registration for (data, bytes): `given` when it covers them, else one acquired for the message.
@@ -141,9 +146,14 @@ class IbRecvComm final : public IbComm<RecvComm> {
 
   Status irecv(int n, void* const* data, const size_t* sizes, const int* tags, MemoryRegion* const* regions,
                Request** request) override;
+  // After a receive into GPU memory: an RDMA read of one byte of it, through a QP connected to itself,
+  // into host memory (NCCL's flush). The NIC completes the read only after the data it wrote before is
+  // visible, so the GPU then sees the whole message. Nothing to do for host memory or with
+  // LOOM_GDR_FLUSH_DISABLE=1. One flush at a time per comm.
   Status iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* regions,
                 Request** request) override;
   Status test(Request* request, bool* done, size_t* sizes) override;
+  bool flushQpMade() const { return flushEndpoint_ != nullptr; }  // tests
 
  private:
   enum class State { Posted, Done, Failed };
@@ -155,10 +165,19 @@ class IbRecvComm final : public IbComm<RecvComm> {
     Registration* own = nullptr;
     Status error;
   };
+  // The flush in flight (the request iflush hands out).
+  struct Flush {
+    bool held = false;
+    State state = State::Posted;
+    Status error;
+  };
   explicit IbRecvComm(std::unique_ptr<IbEndpoint> endpoint) : IbComm(std::move(endpoint)) {}
   Status progress() override;
   bool somethingToReport() const override;
+  Status arm() override;
+  void addMoreWaits(WaitList* waits) override;
   Status onCompletion(const ibv_wc& wc);
+  Status testFlush(bool* done);
 
   std::vector<ClearToSend> outgoing_ = std::vector<ClearToSend>(kFifoSlots);  // what the writes send
   OwnedRegion outgoingRegion_;
@@ -166,6 +185,10 @@ class IbRecvComm final : public IbComm<RecvComm> {
   uint32_t peerFifoRkey_ = 0;
   std::array<Op, kFifoSlots> ops_{};
   uint32_t next_ = 0;
+  std::unique_ptr<IbEndpoint> flushEndpoint_;  // made at the first flush
+  char flushByte_ = 0;                         // where flush reads land
+  OwnedRegion flushRegion_;
+  Flush flush_;
 };
 
 }  // namespace loom::net::ib

@@ -25,6 +25,11 @@ Status readIbConfig(IbConfig* out) {
   LOOM_TRY(readInRange("LOOM_IB_RETRY_CNT", 7, 0, 7, &c.retryCount));
   LOOM_TRY(readInRange("LOOM_IB_TC", 0, 0, 255, &c.trafficClass));
   LOOM_TRY(readInRange("LOOM_IB_SL", 0, 0, 15, &c.serviceLevel));
+  int flag = 0;
+  LOOM_TRY(readInRange("LOOM_DMABUF_ENABLE", 1, 0, 1, &flag));
+  c.dmabufEnable = flag != 0;
+  LOOM_TRY(readInRange("LOOM_GDR_FLUSH_DISABLE", 0, 0, 1, &flag));
+  c.gdrFlushDisable = flag != 0;
   *out = std::move(c);
   return Status::Ok();
 }

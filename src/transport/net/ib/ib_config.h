@@ -6,6 +6,8 @@
 //   LOOM_IB_RETRY_CNT           retries before a transport error (0..7, default 7: about 30 s in all)
 //   LOOM_IB_TC                  RoCE traffic class (0..255, default 0)
 //   LOOM_IB_SL                  InfiniBand service level (0..15, default 0)
+//   LOOM_DMABUF_ENABLE          register GPU memory as dmabuf where the NIC can (0..1, default 1)
+//   LOOM_GDR_FLUSH_DISABLE      no flush read after a receive into GPU memory (0..1, default 0)
 #pragma once
 
 #include <string>
@@ -26,6 +28,8 @@ struct IbConfig {
   int retryCount = 7;
   int trafficClass = 0;
   int serviceLevel = 0;
+  bool dmabufEnable = true;
+  bool gdrFlushDisable = false;
 };
 
 Status readIbConfig(IbConfig* out);

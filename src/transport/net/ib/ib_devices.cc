@@ -105,6 +105,7 @@ Status discoverPorts(std::shared_ptr<const VerbsApi> api, const IbConfig& config
       note(st.message());
       continue;
     }
+    device->setGpuMemory(probeGpuMemorySupport(*api, device->pd(), config.dmabufEnable));
     for (int p = 1; p <= device->attributes().phys_port_cnt; ++p) {
       if (!config.hca.matches(name, p)) {
         note(fmt::format("{} port {}: left out by LOOM_IB_HCA={}", name, p, config.hcaSpec));
@@ -137,7 +138,8 @@ Status discoverPorts(std::shared_ptr<const VerbsApi> api, const IbConfig& config
       props.name = name;
       props.pciPath = pciPathOf(list[i]);
       props.guid = device->attributes().node_guid;
-      props.ptrSupport = kHostPointers;
+      props.ptrSupport = kHostPointers | (device->gpuMemory().peermem ? kCudaPointers : 0) |
+                         (device->gpuMemory().dmabuf ? kDmabufPointers : 0);
       // The cache makes a registration free only inside one still held; the net transport would
       // register every direct send anew (ibv_reg_mr per message), so it sends from its registered
       // slots instead. Keeping registrations past their release needs memory hooks (freed memory).
@@ -150,10 +152,11 @@ Status discoverPorts(std::shared_ptr<const VerbsApi> api, const IbConfig& config
       props.maxComms = 65536;
       props.maxRecvs = 1;
       props.maxMessageBytes = (size_t{1} << 31) - 1;  // the immediate carries the size
-      LOOM_INFO(Net, "ib: {} port {}: {}, {} Mb/s, MTU {}, {}", name, p, port.ethernet ? "RoCE" : "InfiniBand",
-                props.speedMbps, mtuBytes(port.mtu),
+      LOOM_INFO(Net, "ib: {} port {}: {}, {} Mb/s, MTU {}, {}; GPU memory: {}", name, p,
+                port.ethernet ? "RoCE" : "InfiniBand", props.speedMbps, mtuBytes(port.mtu),
                 port.ethernet ? fmt::format("GID {} {} ({})", port.gid.index, gidText(port.gid.gid), why)
-                              : fmt::format("LID {}", port.lid));
+                              : fmt::format("LID {}", port.lid),
+                device->gpuMemory().why);
       ports->push_back(std::move(port));
     }
   }

@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "transport/net/ib/gid_choice.h"
+#include "transport/net/ib/gpu_memory_support.h"
 #include "transport/net/ib/ib_config.h"
 #include "transport/net/ib/memory_registry.h"
 #include "transport/net/ib/verbs_api.h"
@@ -35,6 +36,9 @@ class IbDevice {
   const std::string& name() const { return name_; }
   const ibv_device_attr& attributes() const { return attributes_; }
   MemoryRegistry& registry() { return *registry_; }
+  // What the device takes of GPU memory (probed once, when discovery opens it).
+  const GpuMemorySupport& gpuMemory() const { return gpuMemory_; }
+  void setGpuMemory(GpuMemorySupport s) { gpuMemory_ = std::move(s); }
 
  private:
   IbDevice() = default;
@@ -44,6 +48,7 @@ class IbDevice {
   std::string name_;
   ibv_device_attr attributes_{};
   std::unique_ptr<MemoryRegistry> registry_;
+  GpuMemorySupport gpuMemory_;
 };
 
 struct IbPort {
@@ -57,7 +62,8 @@ struct IbPort {
 };
 
 // The usable ports, in device order. `report` lists every port seen and why one was left out, for
-// the error a user sees when none is usable.
+// the error a user sees when none is usable. A port's ptrSupport has kCudaPointers with
+// nvidia-peermem and kDmabufPointers when its device registers dmabufs (gpu_memory_support.h).
 Status discoverPorts(std::shared_ptr<const VerbsApi> api, const IbConfig& config, std::vector<IbPort>* ports,
                      std::string* report);
 

@@ -38,6 +38,15 @@ Status IbEndpoint::create(const IbPort& port, const IbConfig& config, int nqps, 
   return Status::Ok();
 }
 
+Status IbEndpoint::createLoopback(std::unique_ptr<IbEndpoint>* out) const {
+  std::unique_ptr<IbEndpoint> e;
+  LOOM_TRY(create(port_, config_, 1, &e));
+  LOOM_TRY(e->connect(e->localAddress(), e->qpNumbers()));
+  e->peer_ = "its own flush QP";
+  *out = std::move(e);
+  return Status::Ok();
+}
+
 IbEndpoint::~IbEndpoint() {
   const VerbsApi& api = this->api();
   for (ibv_qp* qp : qps_)

@@ -43,6 +43,11 @@ class IbEndpoint {
   IbEndpoint(const IbEndpoint&) = delete;
   IbEndpoint& operator=(const IbEndpoint&) = delete;
 
+  // An endpoint of one QP on the same port, connected to itself: what a receive comm flushes GPU
+  // memory with (an RDMA read through the NIC orders the data written before it).
+  Status createLoopback(std::unique_ptr<IbEndpoint>* out) const;
+  const IbConfig& config() const { return config_; }
+
   // More QPs (in INIT), up to `total`: the side that asks for more decides.
   Status growTo(int total);
   int qpCount() const { return static_cast<int>(qps_.size()); }

@@ -15,6 +15,7 @@ Status IbRecvComm::create(std::unique_ptr<IbEndpoint> endpoint, std::unique_ptr<
 }
 
 IbRecvComm::~IbRecvComm() {
+  flushEndpoint_.reset();
   endpoint_.reset();  // its QPs go first: nothing writes the buffers below any more
   for (Op& op : ops_) device_->registry().release(op.own);
 }
@@ -53,12 +54,30 @@ Status IbRecvComm::onCompletion(const ibv_wc& wc) {
 Status IbRecvComm::progress() {
   LOOM_TRY(failure_);
   Status st = endpoint_->drain([this](const ibv_wc& wc) { return onCompletion(wc); });
+  if (st.ok() && flushEndpoint_)
+    st = flushEndpoint_->drain([this](const ibv_wc& wc) {
+      if (workKind(wc.wr_id) != WorkKind::Flush) return internalError("ib: a completion of unknown work {:#x} on a flush QP", wc.wr_id);
+      flush_.state = wc.status == IBV_WC_SUCCESS ? State::Done : State::Failed;
+      if (wc.status != IBV_WC_SUCCESS)
+        flush_.error = fail(completionError(endpoint_->api(), wc, "the flush read of received GPU memory", "its own flush QP"));
+      return Status::Ok();
+    });
   if (st.ok()) st = failure_;
   return fail(st);
 }
 
+Status IbRecvComm::arm() {
+  LOOM_TRY(endpoint_->arm());
+  return flushEndpoint_ && flush_.held ? flushEndpoint_->arm() : Status::Ok();
+}
+
+void IbRecvComm::addMoreWaits(WaitList* waits) {
+  if (flushEndpoint_ && flush_.held) flushEndpoint_->addWaits(waits);
+}
+
 bool IbRecvComm::somethingToReport() const {
   if (!failure_.ok()) return true;
+  if (flush_.held && flush_.state != State::Posted) return true;
   for (const Op& op : ops_)
     if (op.held && op.state != State::Posted) return true;
   return false;
@@ -117,13 +136,57 @@ Status IbRecvComm::irecv(int n, void* const* data, const size_t* sizes, const in
 
 Status IbRecvComm::iflush(int n, void* const* data, const size_t* sizes, MemoryRegion* const* regions,
                           Request** request) {
-  (void)n, (void)data, (void)sizes, (void)regions;
-  *request = nullptr;  // host memory only: nothing to make visible
+  *request = nullptr;
+  LOOM_TRY(failure_);
+  if (endpoint_->config().gdrFlushDisable || !regions) return Status::Ok();
+  // Reading the last GPU buffer that received bytes is enough: the NIC wrote the buffers in order.
+  const Registration* target = nullptr;
+  const void* address = nullptr;
+  for (int i = 0; i < n; ++i) {
+    const auto* r = reinterpret_cast<const Registration*>(regions[i]);
+    if (r && r->gpu && sizes[i] > 0 && r->covers(data[i], 1)) target = r, address = data[i];
+  }
+  if (!target) return Status::Ok();  // host memory: nothing to make visible
+  if (flush_.held) return invalidArgument("ib: a flush is still in flight on the receive comm from {}", endpoint_->peer());
+  if (!flushEndpoint_) {
+    std::unique_ptr<IbEndpoint> e;
+    LOOM_TRY(endpoint_->createLoopback(&e));
+    LOOM_TRY(flushRegion_.registerOn(e->device(), &flushByte_, 1, IBV_ACCESS_LOCAL_WRITE));
+    flushEndpoint_ = std::move(e);
+  }
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(&flushByte_);
+  sge.length = 1;
+  sge.lkey = flushRegion_.mr()->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = workId(WorkKind::Flush, 0);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(address);
+  wr.wr.rdma.rkey = target->rkey();
+  LOOM_TRY(fail(flushEndpoint_->postSend(0, &wr, "the flush read of received GPU memory")));
+  flush_ = Flush{true, State::Posted, Status::Ok()};
+  *request = reinterpret_cast<Request*>(&flush_);
   return Status::Ok();
+}
+
+Status IbRecvComm::testFlush(bool* done) {
+  const Status st = progress();
+  if (flush_.state == State::Posted) return st;
+  const Status result = flush_.state == State::Done ? Status::Ok() : flush_.error;
+  flush_ = Flush{};
+  *done = result.ok();
+  return result;
 }
 
 Status IbRecvComm::test(Request* request, bool* done, size_t* sizes) {
   *done = false;
+  if (request == reinterpret_cast<Request*>(&flush_)) {
+    if (sizes) *sizes = 0;
+    return testFlush(done);
+  }
   Op& op = *reinterpret_cast<Op*>(request);
   const Status st = progress();
   if (op.state != State::Posted) {

@@ -35,9 +35,12 @@ bool Registration::covers(const void* data, size_t bytes) const {
   return mr && p >= start && p + bytes <= end;
 }
 
-Status registrationError(int err, const void* data, size_t bytes) {
+Status registrationError(int err, const void* data, size_t bytes, bool dmabuf) {
   std::string hint;
-  if (err == ENOMEM || err == EAGAIN)
+  if (dmabuf && (err == EOPNOTSUPP || err == EPROTONOSUPPORT))
+    hint = ": this kernel or NIC driver cannot register dmabuf memory (LOOM_DMABUF_ENABLE=0 uses nvidia-peermem "
+           "instead, where it is loaded)";
+  else if (err == ENOMEM || err == EAGAIN)
     hint = fmt::format(": the locked-memory limit is too low (now {}): raise it (ulimit -l unlimited; in a container, "
                        "its memlock limit)",
                        memlockLimit());
@@ -45,7 +48,8 @@ Status registrationError(int err, const void* data, size_t bytes) {
     hint = ": the address range is not mapped memory";
   else if (err == EINVAL)
     hint = ": the device refused the range or the access flags";
-  return systemError("ibv_reg_mr of {} bytes at {} failed: {}{}", bytes, data, std::strerror(err), hint);
+  return systemError("{} of {} bytes at {} failed: {}{}", dmabuf ? "ibv_reg_dmabuf_mr" : "ibv_reg_mr", bytes, data,
+                     std::strerror(err), hint);
 }
 
 MemoryRegistry::~MemoryRegistry() {
@@ -55,7 +59,28 @@ MemoryRegistry::~MemoryRegistry() {
   }
 }
 
-Status MemoryRegistry::acquire(void* data, size_t bytes, Registration** out) {
+Registration* MemoryRegistry::reuse(uintptr_t start, uintptr_t end, bool gpu) {
+  for (auto& r : held_) {
+    if (r->gpu == gpu && r->start <= start && end <= r->end) {
+      ++r->references;
+      return r.get();
+    }
+  }
+  return nullptr;
+}
+
+Registration* MemoryRegistry::hold(uintptr_t start, uintptr_t end, ibv_mr* mr, bool gpu) {
+  auto r = std::make_unique<Registration>();
+  r->start = start;
+  r->end = end;
+  r->mr = mr;
+  r->references = 1;
+  r->gpu = gpu;
+  held_.push_back(std::move(r));
+  return held_.back().get();
+}
+
+Status MemoryRegistry::acquire(void* data, size_t bytes, Registration** out, bool gpu) {
   if (bytes == 0) {
     *out = &empty_;
     return Status::Ok();
@@ -64,23 +89,34 @@ Status MemoryRegistry::acquire(void* data, size_t bytes, Registration** out) {
   const uintptr_t start = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes + page - 1) & ~(page - 1);
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& r : held_) {
-    if (r->start <= start && end <= r->end) {
-      ++r->references;
-      *out = r.get();
-      return Status::Ok();
-    }
-  }
+  if ((*out = reuse(start, end, gpu))) return Status::Ok();
   errno = 0;
   ibv_mr* mr = api_->regMr(pd_, reinterpret_cast<void*>(start), end - start, kAccess);
   if (!mr) return registrationError(errno ? errno : ENOMEM, data, bytes);
-  auto r = std::make_unique<Registration>();
-  r->start = start;
-  r->end = end;
-  r->mr = mr;
-  r->references = 1;
-  *out = r.get();
-  held_.push_back(std::move(r));
+  *out = hold(start, end, mr, gpu);
+  return Status::Ok();
+}
+
+Status MemoryRegistry::acquireDmabuf(void* data, size_t bytes, int fd, uint64_t offset, Registration** out) {
+  if (bytes == 0) {
+    *out = &empty_;
+    return Status::Ok();
+  }
+  if (!api_->regDmabufMr) return systemError("{} has no ibv_reg_dmabuf_mr (rdma-core 34 or newer has it)", api_->path);
+  // Whole pages, as for host memory: the fd's offset moves with the address.
+  const uintptr_t page = pageSize();
+  const uintptr_t start = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes + page - 1) & ~(page - 1);
+  const uint64_t before = reinterpret_cast<uintptr_t>(data) - start;
+  if (offset < before)
+    return invalidArgument("dmabuf registration of {} bytes at {}: offset {} into the fd starts inside a page the fd "
+                           "does not hold (export whole pages)", bytes, data, offset);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if ((*out = reuse(start, end, /*gpu=*/true))) return Status::Ok();
+  errno = 0;
+  ibv_mr* mr = api_->regDmabufMr(pd_, offset - before, end - start, start, fd, kAccess);
+  if (!mr) return registrationError(errno ? errno : ENOMEM, data, bytes, /*dmabuf=*/true);
+  *out = hold(start, end, mr, /*gpu=*/true);
   return Status::Ok();
 }
 

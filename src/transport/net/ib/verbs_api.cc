@@ -52,6 +52,7 @@ Status loadVerbs(std::shared_ptr<const VerbsApi>* out) {
   LOOM_TRY(bind(library, *api, "ibv_dealloc_pd", v11, &api->deallocPd));
   LOOM_TRY(bind(library, *api, "ibv_reg_mr", v11, &api->regMr));
   LOOM_TRY(bind(library, *api, "ibv_dereg_mr", v11, &api->deregMr));
+  LOOM_TRY(bind(library, *api, "ibv_reg_dmabuf_mr", "IBVERBS_1.12", &api->regDmabufMr, /*optional=*/true));
   LOOM_TRY(bind(library, *api, "ibv_create_comp_channel", "IBVERBS_1.0", &api->createCompChannel));
   LOOM_TRY(bind(library, *api, "ibv_destroy_comp_channel", "IBVERBS_1.0", &api->destroyCompChannel));
   LOOM_TRY(bind(library, *api, "ibv_create_cq", v11, &api->createCq));

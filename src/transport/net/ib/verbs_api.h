@@ -36,6 +36,9 @@ struct VerbsApi {
   ibv_pd* (*allocPd)(ibv_context* context) = nullptr;
   int (*deallocPd)(ibv_pd* pd) = nullptr;
   ibv_mr* (*regMr)(ibv_pd* pd, void* addr, size_t length, int access) = nullptr;
+  // Optional (IBVERBS_1.12, rdma-core 34): memory exported by a device as a dmabuf fd (GPU memory);
+  // null in older libraries.
+  ibv_mr* (*regDmabufMr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) = nullptr;
   int (*deregMr)(ibv_mr* mr) = nullptr;
   ibv_comp_channel* (*createCompChannel)(ibv_context* context) = nullptr;
   int (*destroyCompChannel)(ibv_comp_channel* channel) = nullptr;
