@@ -62,9 +62,17 @@ class IbGpuMemoryOverFakeVerbs : public IbOverFakeVerbs {
   // The default fake devices: fakeroce0, fakeib0 and fakedown0, each probed once when opened.
   static constexpr int kDevices = 3;
 
-  void connectPair(std::unique_ptr<Provider>* p, std::unique_ptr<SendComm>* send, std::unique_ptr<RecvComm>* recv) {
-    ASSERT_TRUE(make(p).ok());
-    ASSERT_TRUE(connect(**p, **p, 0, send, recv).ok());
+  // A provider over the fake and one connection of it to itself (send_, recv_), closed before the
+  // check that every verbs object was given back.
+  void connectPair() {
+    ASSERT_TRUE(make(&provider_).ok());
+    ASSERT_TRUE(connect(*provider_, *provider_, 0, &send_, &recv_).ok());
+  }
+  void TearDown() override {
+    send_.reset();
+    recv_.reset();
+    provider_.reset();
+    IbOverFakeVerbs::TearDown();
   }
 
   // One message of `bytes` from host memory into `into` (registered as `region`), then its flush;
@@ -97,6 +105,10 @@ class IbGpuMemoryOverFakeVerbs : public IbOverFakeVerbs {
     (void)send.deregisterMemory(sr);
     return done ? Status::Ok() : Status(loomTimeout, "the flush did not complete in 10 s");
   }
+
+  std::unique_ptr<Provider> provider_;
+  std::unique_ptr<SendComm> send_;
+  std::unique_ptr<RecvComm> recv_;
 };
 
 TEST_F(IbGpuMemoryOverFakeVerbs, ProbedSupportShowsInThePointerKinds) {
@@ -121,10 +133,9 @@ TEST_F(IbGpuMemoryOverFakeVerbs, ProbedSupportShowsInThePointerKinds) {
 }
 
 TEST_F(IbGpuMemoryOverFakeVerbs, DmabufMemoryReceivesAndIsFlushedThroughALoopbackRead) {
-  std::unique_ptr<Provider> p;
-  std::unique_ptr<SendComm> send;
-  std::unique_ptr<RecvComm> recv;
-  connectPair(&p, &send, &recv);
+  connectPair();
+  SendComm* send = send_.get();
+  RecvComm* recv = recv_.get();
   FakeDmabuf gpu(1 << 20);
   ASSERT_TRUE(gpu.ok());
   // The registration covers the allocation's second half; the buffer starts 100 bytes into it.
@@ -138,7 +149,7 @@ TEST_F(IbGpuMemoryOverFakeVerbs, DmabufMemoryReceivesAndIsFlushedThroughALoopbac
   EXPECT_EQ(inner, region);
   EXPECT_EQ(fake_.live(), live);
   EXPECT_TRUE(recv->deregisterMemory(inner).ok());
-  auto* ibRecv = dynamic_cast<ib::IbRecvComm*>(recv.get());
+  auto* ibRecv = dynamic_cast<ib::IbRecvComm*>(recv);
   ASSERT_NE(ibRecv, nullptr);
   EXPECT_FALSE(ibRecv->flushQpMade());
   bool flushed = false;
@@ -163,10 +174,9 @@ TEST_F(IbGpuMemoryOverFakeVerbs, DmabufMemoryReceivesAndIsFlushedThroughALoopbac
 
 TEST_F(IbGpuMemoryOverFakeVerbs, FlushCanBeTurnedOff) {
   ScopedEnv off("LOOM_GDR_FLUSH_DISABLE", "1");
-  std::unique_ptr<Provider> p;
-  std::unique_ptr<SendComm> send;
-  std::unique_ptr<RecvComm> recv;
-  connectPair(&p, &send, &recv);
+  connectPair();
+  SendComm* send = send_.get();
+  RecvComm* recv = recv_.get();
   FakeDmabuf gpu(1 << 16);
   ASSERT_TRUE(gpu.ok());
   MemoryRegion* region = nullptr;
@@ -175,7 +185,7 @@ TEST_F(IbGpuMemoryOverFakeVerbs, FlushCanBeTurnedOff) {
   const Status st = receiveAndFlush(*send, *recv, gpu.view, region, 1000, &flushed);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_FALSE(flushed);
-  EXPECT_FALSE(dynamic_cast<ib::IbRecvComm*>(recv.get())->flushQpMade());
+  EXPECT_FALSE(dynamic_cast<ib::IbRecvComm*>(recv)->flushQpMade());
   EXPECT_TRUE(recv->deregisterMemory(region).ok());
 }
 
@@ -183,10 +193,9 @@ TEST_F(IbGpuMemoryOverFakeVerbs, GpuMemoryTheDeviceCannotTakeIsRefusedWithTheRea
   std::string mark;
   if (ib::peermemLoaded("/", &mark)) GTEST_SKIP() << "nvidia-peermem is loaded here (" << mark << ")";
   ASSERT_EQ(fake_.inject("reg_dmabuf_eopnotsupp", kDevices), 0);
-  std::unique_ptr<Provider> p;
-  std::unique_ptr<SendComm> send;
-  std::unique_ptr<RecvComm> recv;
-  connectPair(&p, &send, &recv);
+  connectPair();
+  SendComm* send = send_.get();
+  RecvComm* recv = recv_.get();
   std::vector<char> buffer(4096);
   MemoryRegion* region = nullptr;
   Status st = recv->registerMemory(buffer.data(), buffer.size(), kCudaPointers, &region);
@@ -198,10 +207,9 @@ TEST_F(IbGpuMemoryOverFakeVerbs, GpuMemoryTheDeviceCannotTakeIsRefusedWithTheRea
 }
 
 TEST_F(IbGpuMemoryOverFakeVerbs, DmabufRegistrationErrorsSayWhy) {
-  std::unique_ptr<Provider> p;
-  std::unique_ptr<SendComm> send;
-  std::unique_ptr<RecvComm> recv;
-  connectPair(&p, &send, &recv);
+  connectPair();
+  SendComm* send = send_.get();
+  RecvComm* recv = recv_.get();
   FakeDmabuf gpu(1 << 16);
   ASSERT_TRUE(gpu.ok());
   MemoryRegion* region = nullptr;
