@@ -194,7 +194,6 @@ TEST_F(IbGpuMemoryOverFakeVerbs, GpuMemoryTheDeviceCannotTakeIsRefusedWithTheRea
   if (ib::peermemLoaded("/", &mark)) GTEST_SKIP() << "nvidia-peermem is loaded here (" << mark << ")";
   ASSERT_EQ(fake_.inject("reg_dmabuf_eopnotsupp", kDevices), 0);
   connectPair();
-  SendComm* send = send_.get();
   RecvComm* recv = recv_.get();
   std::vector<char> buffer(4096);
   MemoryRegion* region = nullptr;
@@ -208,7 +207,6 @@ TEST_F(IbGpuMemoryOverFakeVerbs, GpuMemoryTheDeviceCannotTakeIsRefusedWithTheRea
 
 TEST_F(IbGpuMemoryOverFakeVerbs, DmabufRegistrationErrorsSayWhy) {
   connectPair();
-  SendComm* send = send_.get();
   RecvComm* recv = recv_.get();
   FakeDmabuf gpu(1 << 16);
   ASSERT_TRUE(gpu.ok());
