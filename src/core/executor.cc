@@ -267,13 +267,47 @@ std::string PlanRunner::describeWaits() const {
   return text;
 }
 
+namespace {
+
+// A receive from any source waits on every peer. It fails when one of them failed (its failure may
+// have cost the very message), or when none is left that could send: each closed its communicator or
+// is gone. A peer that only finished its part and left is no failure while others remain.
+Status anySourceHealth(const TransportSet& t) {
+  int gone = 0;
+  Status firstGone;
+  for (int q = 0; q < t.nranks(); ++q) {
+    if (q == t.rank()) continue;
+    Status st;
+    if (t.peerClosed(q)) {
+      st = errorStatus(loomRemoteError, "{} closed its communicator", t.describePeer(q));
+    } else {
+      const TransportSet::PeerNotice notice = t.peerNotice(q);
+      if (notice.failed) return t.noticeError(q, notice);
+      st = t.peerHealth(q);
+    }
+    if (st.ok()) continue;
+    ++gone;
+    if (firstGone.ok()) firstGone = st;
+  }
+  if (gone < t.nranks() - 1) return Status::Ok();
+  return errorStatus(loomRemoteError, "no rank is left to send to this receive from any rank: {}{}", firstGone.message(),
+                     gone > 1 ? fmt::format(", and the {} other(s) too", gone - 1) : "");
+}
+
+}  // namespace
+
 Status PlanRunner::checkBlockedPeers() const {
   if (done_ || !started_) return Status::Ok();
   // Only peers this rank waits on: one that finished its part and exited is no failure. A peer that
   // failed because of another carries that cause in its reason, so the dead rank is still named.
-  for (const LaneState& ls : lanes_)
-    if (ls.waitingOn != Wait::None && ls.waitPeer >= 0)
+  for (const LaneState& ls : lanes_) {
+    if (ls.waitingOn == Wait::None) continue;
+    if (ls.waitPeer >= 0) {
       if (Status st = work_->transports->peerHealth(ls.waitPeer); !st.ok()) return st.withContext(describeCurrent());
+    } else if (ls.waitPeer == kAnyPeer) {
+      if (Status st = anySourceHealth(*work_->transports); !st.ok()) return st.withContext(describeCurrent());
+    }
+  }
   return Status::Ok();
 }
 

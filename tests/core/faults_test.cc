@@ -91,6 +91,81 @@ void killOneOfThree(const char* transport) {
 TEST(Faults, KilledPeerDuringAllReduceShm) { killOneOfThree(nullptr); }
 TEST(Faults, KilledPeerDuringAllReduceSocket) { killOneOfThree("socket"); }
 
+// A receive from any source on rank 0 of 3 processes that nobody sends to. With `abortOne`, rank 1
+// aborts (a failure of its own) while rank 2 stays: rank 0 must fail naming rank 1. Otherwise ranks
+// 1 and 2 both close their communicators and exit: rank 0 must fail saying no rank is left. Either
+// within 10 s, where the communicator's timeout (none set: 10 minutes) would be far longer.
+void anySourceReceiveAfterPeersLeave(const char* transport, bool abortOne) {
+  if (transport) setenv("LOOM_TRANSPORT", transport, 1);
+  const int n = 3;
+  char dir[] = "/tmp/loom-anysrc-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  int idPipe[2];
+  ASSERT_EQ(pipe(idPipe), 0);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      loomUniqueId id;
+      std::string error;
+      if (!loomtest::shareUniqueIdFromRankZero(r, n, idPipe, &id, &error)) _exit(12);
+      loomComm_t comm;
+      if (loomCommInitRank(&comm, n, id, r) != loomSuccess) _exit(10);
+      if (r == 0) {
+        float x = 0;
+        int source = -1;
+        const auto start = Clock::now();
+        const loomResult_t res = loomRecvAny(&x, 1, loomFloat32, &source, comm, nullptr);
+        std::ofstream(std::string(dir) + "/rank0") << res << "\n"
+                                                   << secondsSince(start) << "\n"
+                                                   << loomGetLastError(comm);
+        loomCommAbort(comm);
+        _exit(res == loomSuccess ? 11 : 0);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (abortOne && r == 1) {
+        loomCommAbort(comm);
+        _exit(0);
+      }
+      if (abortOne) std::this_thread::sleep_for(std::chrono::seconds(12));  // rank 2 stays, sending nothing
+      loomCommDestroy(comm);
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  close(idPipe[0]);
+  close(idPipe[1]);
+  if (transport) unsetenv("LOOM_TRANSPORT");
+  int status = 0;
+  pid_t done = 0;
+  const auto start = Clock::now();
+  while ((done = waitpid(pids[0], &status, WNOHANG)) == 0 && secondsSince(start) < 20)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (pid_t p : pids) kill(p, SIGKILL);
+  for (pid_t p : pids) waitpid(p, nullptr, 0);
+  const std::string report = readFile(std::string(dir) + "/rank0");
+  std::system((std::string("rm -rf ") + dir).c_str());
+  ASSERT_NE(done, 0) << "rank 0's receive from any source still waits 20 s after its peers left";
+  ASSERT_TRUE(WIFEXITED(status)) << "rank 0 crashed";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "rank 0: " << report;
+  std::istringstream lines(report);
+  int result = 0;
+  double seconds = 0;
+  lines >> result >> seconds;
+  EXPECT_EQ(result, loomRemoteError) << report;
+  EXPECT_LT(seconds, 10.0) << report;
+  if (abortOne) {
+    EXPECT_NE(report.find("rank 1"), std::string::npos) << report;
+  } else {
+    EXPECT_NE(report.find("no rank is left"), std::string::npos) << report;
+  }
+}
+
+TEST(Faults, ReceiveFromAnySourceFailsWhenAPeerAbortsShm) { anySourceReceiveAfterPeersLeave(nullptr, true); }
+TEST(Faults, ReceiveFromAnySourceFailsWhenAPeerAbortsSocket) { anySourceReceiveAfterPeersLeave("socket", true); }
+TEST(Faults, ReceiveFromAnySourceFailsWhenEveryPeerLeftShm) { anySourceReceiveAfterPeersLeave(nullptr, false); }
+TEST(Faults, ReceiveFromAnySourceFailsWhenEveryPeerLeftSocket) { anySourceReceiveAfterPeersLeave("socket", false); }
+
 // Two host ranks as threads of this process, rank 1 never taking part.
 struct Pair {
   loomComm_t comms[2] = {nullptr, nullptr};
