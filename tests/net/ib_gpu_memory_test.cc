@@ -15,6 +15,8 @@
 #include "ib_fake_fixture.h"
 #include "transport/net/ib/gpu_memory_support.h"
 #include "transport/net/ib/ib_comms.h"
+#include "transport/net/ib/ib_devices.h"
+#include "transport/net/ib/ib_endpoint.h"
 
 namespace loom::net {
 namespace {
@@ -220,6 +222,71 @@ TEST_F(IbGpuMemoryOverFakeVerbs, DmabufRegistrationErrorsSayWhy) {
   EXPECT_EQ(st.code(), loomSystemError);
   expectWords(st.message(), {"ibv_reg_dmabuf_mr", "Bad file descriptor"});
 }
+
+// The flush's mechanism on its own, over FakeVerbs and, in the Soft-RoCE VM (`*/ib_verbs`), over real
+// verbs, where GPU memory cannot be registered (no nvidia-peermem, and Soft-RoCE takes no dmabufs):
+// a QP connected to itself reads registered memory into registered memory, as iflush does. Also
+// prints what the device takes of GPU memory (the probe's answer).
+class IbFlushMechanism : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(IbFlushMechanism, LoopbackQpReadsRegisteredMemory) {
+  const bool real = GetParam() == "ib_verbs";
+  if (real && !realVerbsRequested()) GTEST_SKIP() << "real verbs run in the Soft-RoCE VM (LOOM_TEST_REAL_VERBS=1)";
+  if (!real && fakeVerbsPath().empty()) GTEST_SKIP() << "LOOM_TEST_FAKE_VERBS is not set (run through meson test)";
+  ScopedEnv lib("LOOM_IBVERBS_LIB", real ? std::nullopt : std::optional<std::string>(fakeVerbsPath()));
+  std::shared_ptr<const ib::VerbsApi> api;
+  ASSERT_TRUE(ib::loadVerbs(&api).ok());
+  ib::IbConfig config;
+  ASSERT_TRUE(ib::readIbConfig(&config).ok());
+  std::vector<ib::IbPort> ports;
+  std::string report;
+  ASSERT_TRUE(ib::discoverPorts(api, config, &ports, &report).ok());
+  ASSERT_FALSE(ports.empty()) << report;
+  ib::IbDevice& device = *ports[0].device;
+  std::printf("%s: GPU memory: %s\n", device.name().c_str(), device.gpuMemory().why.c_str());
+  std::unique_ptr<ib::IbEndpoint> endpoint, loop;
+  ASSERT_TRUE(ib::IbEndpoint::create(ports[0], config, 1, &endpoint).ok());
+  Status st = endpoint->createLoopback(&loop);
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::vector<char> source(8192), target(64, 0);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<char>(i * 7 + 1);
+  ib::Registration* from = nullptr;
+  ib::Registration* to = nullptr;
+  ASSERT_TRUE(device.registry().acquire(source.data(), source.size(), &from).ok());
+  ASSERT_TRUE(device.registry().acquire(target.data(), target.size(), &to).ok());
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(target.data());
+  sge.length = static_cast<uint32_t>(target.size());
+  sge.lkey = to->lkey();
+  ibv_send_wr wr{};
+  wr.wr_id = 77;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(source.data() + 4000);
+  wr.wr.rdma.rkey = from->rkey();
+  ASSERT_TRUE(loop->postSend(0, &wr, "a loopback read").ok());
+  bool done = false;
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  const Deadline deadline = Deadline::afterMs(10000);
+  while (!done && !deadline.expired()) {
+    st = loop->drain([&](const ibv_wc& wc) {
+      done = wc.wr_id == 77;
+      status = wc.status;
+      return Status::Ok();
+    });
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  ASSERT_TRUE(done) << "the read did not complete in 10 s";
+  EXPECT_EQ(status, IBV_WC_SUCCESS) << api->wcStatusStr(status);
+  EXPECT_EQ(std::memcmp(target.data(), source.data() + 4000, target.size()), 0);
+  device.registry().release(from);
+  device.registry().release(to);
+}
+
+INSTANTIATE_TEST_SUITE_P(Libraries, IbFlushMechanism, ::testing::Values("ib_fake_verbs", "ib_verbs"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
 }  // namespace loom::net
