@@ -187,6 +187,33 @@ def build_chunks(config, tp_group=None, pp=1, pp_rank=0, chunks=1, boundaries=No
     return result
 
 
+def build_layer(config, index, tp_group=None):
+    """Model layer `index` of [embedding, block 0 .. block L-1, head] on its own TP group (a model whose
+    layers have their own layouts, stage_model.StageModel). The head keeps its own copy of the tied
+    embedding, whatever stage it is on: the two copies may be split over different TP groups, and
+    stage_model sums their gradients."""
+    if config.sequence_parallel:
+        raise ValueError("GPT: sequence parallelism with per-layer layouts is not supported (a re-layout "
+                         "moves whole sequences)")
+    config.check(group_size(tp_group))
+    if not 0 <= index <= config.layers + 1:
+        raise ValueError(f"GPT: layer {index} of {config.layers + 2} (embedding, {config.layers} blocks, head)")
+    if index == 0:
+        return Embedding(config, tp_group)
+    if index == config.layers + 1:
+        return Head(config, tp_group)
+    return Block(config, tp_group, index - 1)
+
+
+def build_stage(config, mesh, device=None):
+    """This rank's pipeline stage of a model whose layers have their own layouts (mesh: a
+    layer_mesh.LayerMesh over the model's layers): a stage_model.StageModel."""
+    from .stage_model import StageModel
+
+    layers = [build_layer(config, i, mesh.tp_group(i)) for i in mesh.my_layers]
+    return StageModel([layer.to(device) if device is not None else layer for layer in layers], mesh)
+
+
 def gpt_loss(tp_group):
     """loss_fn(logits [seq, batch, vocab / tp], targets [batch, seq]) -> mean cross-entropy."""
     def loss_fn(logits, targets):

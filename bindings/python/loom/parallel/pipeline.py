@@ -48,9 +48,13 @@ def split_layers(n_layers, n_parts, boundaries=None):
 class Pipeline:
     """chunks: this rank's model chunks (DataParallel-wrapped), chunk c being virtual stage
     c * stages + pp_rank; loss_fn(output, target) -> scalar mean loss of a micro-batch (last stage);
-    tensor_shape: shape of the activation between stages for one micro-batch."""
+    tensor_shape: shape of the activation between stages for one micro-batch (received from the previous
+    stage); grad_shape: that of the gradient received from the next stage, this stage's output, where
+    stages differ (layers with their own layouts hold different parts of a micro-batch), else tensor_shape;
+    finalize(chunks, mesh): what runs after the schedule (default: finalize_grads)."""
 
-    def __init__(self, chunks, mesh, schedule, loss_fn, tensor_shape, dtype=torch.float32, device="cpu"):
+    def __init__(self, chunks, mesh, schedule, loss_fn, tensor_shape, dtype=torch.float32, device="cpu",
+                 grad_shape=None, finalize=finalize_grads):
         if schedule.stages != mesh.pp:
             raise ValueError(f"Pipeline: the schedule has {schedule.stages} stages, the mesh pp={mesh.pp}")
         if len(chunks) != schedule.chunks:
@@ -59,6 +63,8 @@ class Pipeline:
         check(schedule)  # a schedule that could deadlock or mismatch messages never runs
         self.chunks, self.mesh, self.schedule = chunks, mesh, schedule
         self.loss_fn, self.tensor_shape = loss_fn, tuple(tensor_shape)
+        self.grad_shape = tuple(grad_shape) if grad_shape is not None else self.tensor_shape
+        self.finalize = finalize
         self.dtype, self.device = dtype, device
         self.program = schedule.actions[mesh.pp_rank]
         last_backward = {}
@@ -116,7 +122,7 @@ class Pipeline:
             self.timeline.append((start, time.perf_counter(), action))
         for w in pending_sends:
             w.wait()
-        finalize_grads(self.chunks, self.mesh)
+        self.finalize(self.chunks, self.mesh)
         return torch.stack(losses).sum() if losses else None
 
     def _local_input(self, outputs, key):
@@ -139,7 +145,8 @@ class Pipeline:
                     tensor = outputs.pop(("grad", op.microbatch, op.src))
                 ops[op.kind].append(dist.P2POp(dist.isend, tensor.contiguous(), self._peer(op.dst), group))
             else:
-                buffer = torch.empty(self.tensor_shape, dtype=self.dtype, device=self.device)
+                shape = self.tensor_shape if op.kind == ACTIVATION else self.grad_shape
+                buffer = torch.empty(shape, dtype=self.dtype, device=self.device)
                 ops[op.kind].append(dist.P2POp(dist.irecv, buffer, self._peer(op.src), group))
                 received.append((op, buffer))
         batches = [(dist.batch_isend_irecv(kind_ops), any(o.op is dist.irecv for o in kind_ops))

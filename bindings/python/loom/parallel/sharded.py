@@ -138,6 +138,22 @@ class ShardedDataParallel(nn.Module):
             if u.gathered:
                 self._reduce(u)
 
+    def parameter_shape(self, p):
+        """p's shape when gathered (between uses its data is empty)."""
+        unit = self._unit_of[p]
+        return unit.shapes[_position(unit, p)]
+
+    def shard_region(self, p):
+        """(lo, hi, gradient): the elements [lo, hi) of p, flattened, that this rank's shard holds, and
+        their reduced gradient (a view into the shard's gradient; empty when the shard holds none of p)."""
+        unit = self._unit_of[p]
+        k = _position(unit, p)
+        offset, start = sum(unit.numels[:k]), self.rank * unit.shard_size
+        lo, hi = max(offset, start), min(offset + unit.numels[k], start + unit.shard_size)
+        if hi <= lo:
+            return 0, 0, unit.shard.grad[:0]
+        return lo - offset, hi - offset, unit.shard.grad[lo - start:hi - start]
+
     @torch.no_grad()
     def full_parameters(self):
         """Every parameter whole, as a list of tensors in module.parameters() order (all ranks call it)."""
@@ -148,3 +164,8 @@ class ShardedDataParallel(nn.Module):
                 out[id(p)] = p.data.clone()
             u.free()
         return [out[id(p)] for p in self.module.parameters() if id(p) in out]
+
+
+def _position(unit, p):
+    # By identity: list.index would compare tensors elementwise.
+    return next(i for i, q in enumerate(unit.params) if q is p)

@@ -49,8 +49,8 @@ def parser():
     ap.add_argument("--micro-batches", type=int, action="append", help="only this micro-batch count (repeatable)")
     ap.add_argument("--no-sdp", action="store_true", help="leave sharded data parallelism out")
     ap.add_argument("--one-layout", action="store_true",
-                    help="the same TP/DP/SDP layout for every layer, checkpointing per layer (what "
-                         "examples/train_gpt.py --plan runs)")
+                    help="the same TP/DP/SDP layout for every layer, checkpointing per layer (with --no-sdp, "
+                         "what examples/train_gpt.py --plan runs on the mesh; other plans run per layer)")
     ap.add_argument("--resolution", type=int, default=2048, help="memory steps of the dynamic program")
     ap.add_argument("--output", help="write the plan here (default: print it)")
     return ap

@@ -154,7 +154,8 @@ def search(spec, machine, global_batch, checkpointing=False, pp_degrees=None, mi
            resolution=2048, runners_up=5, sdp=True, one_layout=False):
     """The plan (a JSON-ready dict) for `spec` on `machine` with `global_batch` samples per step.
     sdp: consider sharded data parallelism; one_layout: every layer takes the same TP/DP/SDP layout
-    (only checkpointing varies by layer), as loom.parallel's training layer runs a model today."""
+    (only checkpointing varies by layer): with sdp=False, a plan loom.parallel's mesh runs (any plan runs
+    with per-layer groups, loom.parallel.StageModel)."""
     budget = machine.memory_bytes
     found, uniform = [], []
     for pp in (pp_degrees or [p for p in (2 ** k for k in range(16)) if p <= machine.devices]):
