@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -30,17 +31,13 @@ std::string readFile(const std::string& path) {
   return s.str();
 }
 
-// 3 rank processes loop on 64 MiB allreduces; the parent kills rank 2 mid-way. Both survivors must
-// return an error naming rank 2 within 15 s and exit normally.
-void killOneOfThree(const char* transport) {
+// Forks `n` rank processes (LOOM_TRANSPORT=`transport` when given) that init one communicator, the
+// unique id made by rank 0's child and passed on (tests/api/unique_id_pipe.h: this process forks and
+// must start no thread), and run `body`, which ends the process with _exit.
+std::vector<pid_t> forkRanks(int n, const char* transport, const std::function<void(int, loomComm_t)>& body) {
   if (transport) setenv("LOOM_TRANSPORT", transport, 1);
-  const int n = 3;
-  char dir[] = "/tmp/loom-fault-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  // Rank 0's child makes the unique id and passes it on (tests/api/unique_id_pipe.h): this process forks
-  // and must start no thread.
   int idPipe[2];
-  ASSERT_EQ(pipe(idPipe), 0);
+  if (pipe(idPipe) != 0) return {};
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
@@ -50,20 +47,34 @@ void killOneOfThree(const char* transport) {
       if (!loomtest::shareUniqueIdFromRankZero(r, n, idPipe, &id, &error)) _exit(12);
       loomComm_t comm;
       if (loomCommInitRank(&comm, n, id, r) != loomSuccess) _exit(10);
-      const size_t count = 16u << 20;  // 64 MiB of floats
-      std::vector<float> buf(count, 1.0f);
-      loomResult_t res = loomSuccess;
-      for (int iter = 0; iter < 1000 && res == loomSuccess; ++iter)
-        res = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, comm, nullptr);
-      std::ofstream(std::string(dir) + "/rank" + std::to_string(r)) << res << "\n" << loomGetLastError(comm);
-      loomCommAbort(comm);
-      _exit(res == loomSuccess ? 11 : 0);
+      body(r, comm);
+      _exit(13);  // body returned
     }
     pids.push_back(pid);
   }
   close(idPipe[0]);
   close(idPipe[1]);
   if (transport) unsetenv("LOOM_TRANSPORT");
+  return pids;
+}
+
+// 3 rank processes loop on 64 MiB allreduces; the parent kills rank 2 mid-way. Both survivors must
+// return an error naming rank 2 within 15 s and exit normally.
+void killOneOfThree(const char* transport) {
+  const int n = 3;
+  char dir[] = "/tmp/loom-fault-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::vector<pid_t> pids = forkRanks(n, transport, [&](int r, loomComm_t comm) {
+    const size_t count = 16u << 20;  // 64 MiB of floats
+    std::vector<float> buf(count, 1.0f);
+    loomResult_t res = loomSuccess;
+    for (int iter = 0; iter < 1000 && res == loomSuccess; ++iter)
+      res = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, comm, nullptr);
+    std::ofstream(std::string(dir) + "/rank" + std::to_string(r)) << res << "\n" << loomGetLastError(comm);
+    loomCommAbort(comm);
+    _exit(res == loomSuccess ? 11 : 0);
+  });
+  ASSERT_EQ(pids.size(), static_cast<size_t>(n));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   kill(pids[2], SIGKILL);
   auto killedAt = Clock::now();
@@ -96,46 +107,29 @@ TEST(Faults, KilledPeerDuringAllReduceSocket) { killOneOfThree("socket"); }
 // 1 and 2 both close their communicators and exit: rank 0 must fail saying no rank is left. Either
 // within 10 s, where the communicator's timeout (none set: 10 minutes) would be far longer.
 void anySourceReceiveAfterPeersLeave(const char* transport, bool abortOne) {
-  if (transport) setenv("LOOM_TRANSPORT", transport, 1);
   const int n = 3;
   char dir[] = "/tmp/loom-anysrc-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  int idPipe[2];
-  ASSERT_EQ(pipe(idPipe), 0);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      loomUniqueId id;
-      std::string error;
-      if (!loomtest::shareUniqueIdFromRankZero(r, n, idPipe, &id, &error)) _exit(12);
-      loomComm_t comm;
-      if (loomCommInitRank(&comm, n, id, r) != loomSuccess) _exit(10);
-      if (r == 0) {
-        float x = 0;
-        int source = -1;
-        const auto start = Clock::now();
-        const loomResult_t res = loomRecvAny(&x, 1, loomFloat32, &source, comm, nullptr);
-        std::ofstream(std::string(dir) + "/rank0") << res << "\n"
-                                                   << secondsSince(start) << "\n"
-                                                   << loomGetLastError(comm);
-        loomCommAbort(comm);
-        _exit(res == loomSuccess ? 11 : 0);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      if (abortOne && r == 1) {
-        loomCommAbort(comm);
-        _exit(0);
-      }
-      if (abortOne) std::this_thread::sleep_for(std::chrono::seconds(12));  // rank 2 stays, sending nothing
-      loomCommDestroy(comm);
+  const std::vector<pid_t> pids = forkRanks(n, transport, [&](int r, loomComm_t comm) {
+    if (r == 0) {
+      float x = 0;
+      int source = -1;
+      const auto start = Clock::now();
+      const loomResult_t res = loomRecvAny(&x, 1, loomFloat32, &source, comm, nullptr);
+      std::ofstream(std::string(dir) + "/rank0") << res << "\n" << secondsSince(start) << "\n" << loomGetLastError(comm);
+      loomCommAbort(comm);
+      _exit(res == loomSuccess ? 11 : 0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (abortOne && r == 1) {
+      loomCommAbort(comm);
       _exit(0);
     }
-    pids.push_back(pid);
-  }
-  close(idPipe[0]);
-  close(idPipe[1]);
-  if (transport) unsetenv("LOOM_TRANSPORT");
+    if (abortOne) std::this_thread::sleep_for(std::chrono::seconds(12));  // rank 2 stays, sending nothing
+    loomCommDestroy(comm);
+    _exit(0);
+  });
+  ASSERT_EQ(pids.size(), static_cast<size_t>(n));
   int status = 0;
   pid_t done = 0;
   const auto start = Clock::now();
