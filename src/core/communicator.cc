@@ -117,7 +117,10 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
     options.netPreferred = {comm->job.nicNameOf[static_cast<size_t>(rank)], comm->job.nicBusIdOf[static_cast<size_t>(rank)],
                             comm->job.nicPathOf[static_cast<size_t>(rank)]};
   options.cudaDevice = comm->cudaDevice;
-  if (comm->cudaDevice >= 0) options.cudaDmabuf = device::dmabufExportable(comm->cudaDevice, &options.cudaDmabufWhy);
+  // Asked of the driver only where the network may be used (the GPUDirect RDMA choice at its setup).
+  const bool mayUseNet = comm->job.hosts() > 1 || !options.forced.empty();
+  if (comm->cudaDevice >= 0 && mayUseNet)
+    options.cudaDmabuf = device::dmabufExportable(comm->cudaDevice, &options.cudaDmabufWhy);
   options.netDirect = envInt("LOOM_NET_DIRECT", 1) != 0;
   options.timeoutMs = comm->settings.timeoutMs;
   LOOM_TRY(TransportSet::create(*comm->bootstrap, peers, options, &comm->transports)
