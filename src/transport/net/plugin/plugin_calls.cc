@@ -127,6 +127,12 @@ class Adapter final : public PluginCalls {
   abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle) override {
     return net_->regMr(comm, data, size, type, mhandle);
   }
+  bool hasRegMrDmaBuf() const override { return net_->regMrDmaBuf != nullptr; }
+  abi::Result regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                          void** mhandle) override {
+    if (!net_->regMrDmaBuf) return abi::kInvalidUsage;
+    return net_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
+  }
   abi::Result deregMr(void* comm, void* mhandle) override { return net_->deregMr(comm, mhandle); }
   abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) override {
     if constexpr (V == 8) {

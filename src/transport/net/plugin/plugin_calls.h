@@ -27,6 +27,11 @@ class PluginCalls {
   virtual abi::Result connect(void* ctx, int dev, void* handle, void** sendComm) = 0;
   virtual abi::Result accept(void* listenComm, void** recvComm) = 0;
   virtual abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
+  // Every table Loom loads (v8..v12) has the regMrDmaBuf entry; a plugin that registers no dmabuf
+  // leaves it NULL (NCCL's socket plugin does), and then regMrDmaBuf answers ncclInvalidUsage.
+  virtual bool hasRegMrDmaBuf() const = 0;
+  virtual abi::Result regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                                  void** mhandle) = 0;
   virtual abi::Result deregMr(void* comm, void* mhandle) = 0;
   virtual abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) = 0;
   virtual abi::Result irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,

@@ -196,6 +196,18 @@ abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle)
   return abi::kSuccess;
 }
 
+// `type` is NCCL_PTR_CUDA whenever NCCL calls it; the provider's registerDmabuf knows its memory is
+// GPU memory already. The socket provider refuses (its devices report host pointers only, so NCCL
+// never asks), and its reason reaches the caller through the logger.
+abi::Result regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
+  (void)type;
+  MemoryRegion* region = nullptr;
+  if (Status st = static_cast<ExportedComm*>(comm)->comm->registerDmabuf(data, size, fd, offset, &region); !st.ok())
+    return fail(st);
+  *mhandle = region;
+  return abi::kSuccess;
+}
+
 abi::Result deregMr(void* comm, void* mhandle) {
   Status st = static_cast<ExportedComm*>(comm)->comm->deregisterMemory(static_cast<MemoryRegion*>(mhandle));
   return st.ok() ? abi::kSuccess : fail(st);
@@ -293,23 +305,24 @@ abi::Result irecvV10(void* c, int n, void** data, size_t* sizes, int* tags, void
 #if LOOM_PLUGIN_VERSION == 8
 LOOM_EXPORT const abi::NetV8 ncclNetPlugin_v8 = {
     "loomsock", initGlobal, devices, getProperties<abi::PropertiesV8>, listenNoContext, connectV8, accept, regMr,
-    nullptr, deregMr, isendV8, irecvV8, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr};
+    regMrDmaBuf, deregMr, isendV8, irecvV8, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr};
 #elif LOOM_PLUGIN_VERSION == 9
 LOOM_EXPORT const abi::NetV9 ncclNetPlugin_v9 = {
     "loomsock", initGlobal, devices, getProperties<abi::PropertiesV9>, listenNoContext, connectV8, accept, regMr,
-    nullptr, deregMr, isend, irecvV9, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr, nullptr};
+    regMrDmaBuf, deregMr, isend, irecvV9, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr, nullptr};
 #elif LOOM_PLUGIN_VERSION == 10
 LOOM_EXPORT const abi::NetV10 ncclNetPlugin_v10 = {
     "loomsock", initV10, devices, getProperties<abi::PropertiesV10>, listenNoContext, connectV10, accept, regMr,
-    nullptr, deregMr, isendV10, irecvV10, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr, nullptr};
+    regMrDmaBuf, deregMr, isendV10, irecvV10, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr,
+    nullptr};
 #elif LOOM_PLUGIN_VERSION == 11
 LOOM_EXPORT const abi::NetV11 ncclNetPlugin_v11 = {
-    "loomsock", initContext, devices, getProperties<abi::PropertiesV11>, listen, connectV11, accept, regMr, nullptr,
+    "loomsock", initContext, devices, getProperties<abi::PropertiesV11>, listen, connectV11, accept, regMr, regMrDmaBuf,
     deregMr, isendV10, irecvV10, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr, nullptr, finalize,
     setNetAttr};
 #elif LOOM_PLUGIN_VERSION == 12
 LOOM_EXPORT const abi::NetV12 ncclNetPlugin_v12 = {
-    "loomsock", initContext, devices, getProperties<abi::PropertiesV12>, listen, connectV11, accept, regMr, nullptr,
+    "loomsock", initContext, devices, getProperties<abi::PropertiesV12>, listen, connectV11, accept, regMr, regMrDmaBuf,
     deregMr, isendV10, irecvV10, iflush, test, closeComm, closeComm, closeListen, nullptr, nullptr, nullptr, finalize,
     setNetAttr};
 #else

@@ -19,14 +19,37 @@ Status check(PluginCalls& calls, const char* call, abi::Result r) {
   return r == abi::kSuccess ? Status::Ok() : pluginError(calls.name(), call, r);
 }
 
+// The device a comm was made on, as far as its registrations need it.
+struct PluginDevice {
+  int index = 0;
+  int ptrSupport = 0;
+};
+
 // What a plugin's send and receive comms share: the plugin's calls on one comm handle.
 template <typename Base>
 class PluginComm : public Base {
  public:
-  PluginComm(PluginCalls* calls, void* comm) : calls_(calls), comm_(comm) {}
+  PluginComm(PluginCalls* calls, void* comm, PluginDevice device) : calls_(calls), comm_(comm), device_(device) {}
   Status registerMemory(void* data, size_t bytes, int pointerKind, MemoryRegion** region) override {
     void* mh = nullptr;
     LOOM_TRY(check(*calls_, "regMr", calls_->regMr(comm_, data, bytes, pointerKind, &mh)));
+    *region = reinterpret_cast<MemoryRegion*>(mh);
+    return Status::Ok();
+  }
+  // As NCCL does: only a device that reports NCCL_PTR_DMABUF is given one, and the pointer kind passed
+  // along is NCCL_PTR_CUDA (the dmabuf is GPU memory). The handle is a plain plugin mhandle, so
+  // deregisterMemory (deregMr) releases it like any other.
+  Status registerDmabuf(void* data, size_t bytes, int fd, uint64_t offset, MemoryRegion** region) override {
+    if (!calls_->hasRegMrDmaBuf())
+      return invalidArgument("net plugin '{}' registers no dmabuf memory: its ncclNetPlugin_v{} table leaves "
+                             "regMrDmaBuf NULL",
+                             calls_->name(), calls_->version());
+    if ((device_.ptrSupport & abi::kPtrDmabuf) == 0)
+      return invalidArgument("net plugin '{}': device {} does not take dmabuf memory (its ptrSupport {:#x} lacks "
+                             "NCCL_PTR_DMABUF)",
+                             calls_->name(), device_.index, device_.ptrSupport);
+    void* mh = nullptr;
+    LOOM_TRY(check(*calls_, "regMrDmaBuf", calls_->regMrDmaBuf(comm_, data, bytes, abi::kPtrCuda, offset, fd, &mh)));
     *region = reinterpret_cast<MemoryRegion*>(mh);
     return Status::Ok();
   }
@@ -38,6 +61,7 @@ class PluginComm : public Base {
  protected:
   PluginCalls* calls_;
   void* comm_;
+  PluginDevice device_;
 };
 
 class PluginSendComm final : public PluginComm<SendComm> {
@@ -111,18 +135,19 @@ class PluginRecvComm final : public PluginComm<RecvComm> {
 
 class PluginListenComm final : public ListenComm {
  public:
-  PluginListenComm(PluginCalls* calls, void* comm) : calls_(calls), comm_(comm) {}
+  PluginListenComm(PluginCalls* calls, void* comm, PluginDevice device) : calls_(calls), comm_(comm), device_(device) {}
   ~PluginListenComm() override { (void)calls_->closeListen(comm_); }
   Status accept(std::unique_ptr<RecvComm>* out) override {
     void* recvComm = nullptr;
     LOOM_TRY(check(*calls_, "accept", calls_->accept(comm_, &recvComm)));
-    if (recvComm) *out = std::make_unique<PluginRecvComm>(calls_, recvComm);
+    if (recvComm) *out = std::make_unique<PluginRecvComm>(calls_, recvComm, device_);
     return Status::Ok();
   }
 
  private:
   PluginCalls* calls_;
   void* comm_;
+  PluginDevice device_;
 };
 
 class PluginProvider final : public Provider {
@@ -141,17 +166,23 @@ class PluginProvider final : public Provider {
     void* comm = nullptr;
     LOOM_TRY(check(*plugin_->calls, "listen", plugin_->calls->listen(ctx_, device, handle->bytes.data(), &comm)));
     if (!comm) return pluginError(name_.c_str(), "listen (no listen comm)", abi::kInternalError);
-    *out = std::make_unique<PluginListenComm>(plugin_->calls.get(), comm);
+    *out = std::make_unique<PluginListenComm>(plugin_->calls.get(), comm, deviceOf(device));
     return Status::Ok();
   }
   Status connect(int device, Handle* handle, std::unique_ptr<SendComm>* out) override {
     void* comm = nullptr;
     LOOM_TRY(check(*plugin_->calls, "connect", plugin_->calls->connect(ctx_, device, handle->bytes.data(), &comm)));
-    if (comm) *out = std::make_unique<PluginSendComm>(plugin_->calls.get(), comm);
+    if (comm) *out = std::make_unique<PluginSendComm>(plugin_->calls.get(), comm, deviceOf(device));
     return Status::Ok();
   }
 
  private:
+  // The plugin checks the device index itself; one it accepted but did not list registers no dmabuf.
+  PluginDevice deviceOf(int device) const {
+    if (device < 0 || device >= deviceCount()) return PluginDevice{device, 0};
+    return PluginDevice{device, devices_[device].ptrSupport};
+  }
+
   LoadedPlugin* plugin_;
   void* ctx_;
   std::string name_;
