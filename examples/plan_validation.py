@@ -1,16 +1,26 @@
 #!/usr/bin/env python3
-"""Predicted against measured: every layout of the example GPT that the training layer runs on N ranks
-of this machine, timed by loom-plan's cost model (Loom's collective model on the live topology,
-compute from the model's profiled layers) and by training it (train_gpt.py --plan).
+"""Predicted against measured: the layouts loom-plan considers for the example GPT on N ranks of this
+machine, timed by its cost model (Loom's collective model on the live topology, compute from the
+model's profiled layers, calibrated on this machine) and by training each (train_gpt.py --plan).
 
-    python examples/plan_validation.py --ranks 4 [--checkpointing] [--steps 12]
+    python examples/plan_validation.py --ranks 4 [--heterogeneous] [--rounds 2] [--no-calibrate]
 
-Prints a table (strategy, predicted and measured step time) with the Spearman rank correlation, and
-how far the planner's first choice is from the fastest measured layout.
+Runs every one-layout plan (each layer the same strategy: the baselines in the plan's "uniform") and
+the planner's per-layer plans (its choice and runners-up), `--rounds` times each, interleaved so that
+slow spells of a shared machine do not fall on one layout. Prints a table (plan, predicted and measured
+step time), the Spearman rank correlation, and how far the planner's first choice is from the fastest
+measured plan.
+
+Calibration (loom.plan.calibrate, on by default): each layer's forward is profiled at two batch sizes
+(a fixed cost per call and a cost per sample), ranks sharing cores (--cores, default the CPUs this
+process may use) compute at cores / ranks of a core's speed while all are busy, and a small all-reduce
+is timed in groups of each size while every rank computes: what it takes beyond Loom's model is added
+to every collective of such a group.
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -18,18 +28,28 @@ import tempfile
 
 from loom.plan import model as model_desc
 from loom.plan.machine import Machine, calibrated_flops, collective_model
-from loom.plan.search import search
+from loom.plan.search import search, split_even
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "train_gpt.py")
+GPT = "--layers 4 --hidden 64 --heads 8 --vocab 128 --seq-len 32"
+# Blocks of MLP widths 1 to 16 hiddens: compute and parameters differ by layer, so the layouts that suit
+# the wide blocks (TP splits their work) differ from those that suit the narrow ones.
+HETEROGENEOUS = "--layers 4 --hidden 64 --heads 8 --vocab 128 --seq-len 32 --ffn-mults 1,2,8,16"
 
 
 def spearman(a, b):
-    def ranks(x):
+    def ranks(x):  # average ranks for ties
         order = sorted(range(len(x)), key=lambda i: x[i])
         r = [0.0] * len(x)
-        for pos, i in enumerate(order):
-            r[i] = pos
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and x[order[j + 1]] == x[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
         return r
     ra, rb = ranks(a), ranks(b)
     ma, mb = statistics.mean(ra), statistics.mean(rb)
@@ -37,69 +57,122 @@ def spearman(a, b):
     return cov / (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
 
 
+def plan_file(work, name, pp, strategies, micro_batches, global_batch):
+    """A plan train_gpt.py --plan runs: the layers' strategies in pp even stages."""
+    stages = [{"layers": [{"index": i, "strategy": strategies[i]} for i in range(a, b)]}
+              for a, b in split_even(len(strategies), pp)]
+    path = os.path.join(work, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump({"pp": pp, "micro_batches": micro_batches, "global_batch": global_batch, "stages": stages}, f)
+    return path
+
+
+def candidates(plan, n_layers, per_layer):
+    """(name, pp, strategies per layer, predicted seconds) of the one-layout plans and up to per_layer
+    plans of mixed layouts (the planner's choice first, then its runners-up)."""
+    out = []
+    for entry in plan["uniform"]:
+        pp = int(re.match(r"pp(\d+)", entry["strategy"]).group(1))
+        out.append((entry["strategy"], pp, [entry["strategy"]] * n_layers, entry["step_s"]))
+    best = [layer["strategy"] for stage in plan["stages"] for layer in stage["layers"]]
+    mixed = [(plan["pp"], best, plan["predicted"]["step_s"])]
+    mixed += [(r["pp"], r["strategies"], r["step_s"]) for r in plan["runners_up"]]
+    seen = {tuple(c[2]) for c in out}
+    for pp, strategies, step_s in mixed:
+        if tuple(strategies) in seen or len(out) >= len(plan["uniform"]) + per_layer:
+            continue
+        seen.add(tuple(strategies))
+        out.append((f"mixed{len(out) - len(plan['uniform']) + 1}", pp, strategies, step_s))
+    return out
+
+
+def train(args, model_args, path, timings):
+    """The step times (seconds) of steps 3.. of one training run of a plan, or the error's last line."""
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                           str(args.ranks), TRAIN, *model_args, "--plan", path, "--steps", str(args.steps),
+                           "--save", "", "--plot", "", "--timings", timings],
+                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if proc.returncode != 0:
+        return (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+    with open(timings) as f:
+        return json.load(f)[2:]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--heterogeneous", action="store_true",
+                    help=f"the GPT with blocks of unlike MLP widths ({HETEROGENEOUS.split('--ffn-mults ')[1]})")
     ap.add_argument("--checkpointing", action="store_true")
-    ap.add_argument("--steps", type=int, default=12, help="steps per layout; the first two are not timed")
+    ap.add_argument("--sdp", action="store_true", help="let the planner use sharded data parallelism too")
+    ap.add_argument("--steps", type=int, default=12, help="steps per run; the first two are not timed")
+    ap.add_argument("--rounds", type=int, default=2, help="runs of each plan, interleaved")
+    ap.add_argument("--per-layer", type=int, default=3, help="plans of mixed layouts to run besides the one-layout ones")
+    ap.add_argument("--memory-mb", type=float, default=64e3,
+                    help="device memory the planner plans for (MB; a small one makes it mix layouts per layer)")
     ap.add_argument("--global-batch", type=int, default=16)
     ap.add_argument("--micro-batches", type=int, default=4)
-    ap.add_argument("--calibrate", action="store_true",
-                    help="profile the model in --ranks processes at once and add the measured per-collective "
-                         "overhead of a small all-reduce (loom.plan.calibrate)")
-    ap.add_argument("--model-args", default="--layers 4 --hidden 64 --heads 8 --vocab 128 --seq-len 32",
-                    help="train_gpt.py's model flags")
+    ap.add_argument("--cores", type=float, default=len(os.sched_getaffinity(0)),
+                    help="cores the ranks share (default: the CPUs this process may run on)")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="linear compute from one profile, no core sharing, no measured per-collective cost")
+    ap.add_argument("--model-args", help=f"train_gpt.py's model flags (default: {GPT})")
     args = ap.parse_args()
-    model_args = args.model_args.split()
+    model_args = (args.model_args or (HETEROGENEOUS if args.heterogeneous else GPT)).split()
     work = tempfile.mkdtemp(prefix="plan-validation-")
     spec_path = os.path.join(work, "model.json")
     mbs = args.global_batch // args.micro_batches
-    concurrent = ["--describe-ranks", str(args.ranks)] if args.calibrate else []
-    subprocess.run([sys.executable, TRAIN, *model_args, "--micro-batch-size", str(mbs), "--describe", spec_path,
-                    *concurrent], check=True, capture_output=True)
+    subprocess.run([sys.executable, TRAIN, *model_args, "--micro-batch-size", str(mbs), "--describe", spec_path],
+                   check=True, capture_output=True)
     spec = model_desc.load(spec_path)
     collectives = collective_model(args.ranks)
-    overhead = 0.0
-    if args.calibrate:
+    overhead, cores = 0.0, None
+    if args.no_calibrate:
+        for layer in spec.layers:  # what one profile at the micro-batch size gives: a time per sample
+            layer.forward_s += (layer.forward_fixed_s or 0.0) / mbs
+            layer.forward_fixed_s = None
+    else:
         from loom.plan.calibrate import collective_overhead
 
-        measured, predicted, overhead = collective_overhead(args.ranks, collectives)
-        print(f"4-byte all_reduce on {args.ranks} ranks: measured {measured * 1e6:.1f} us, model "
-              f"{predicted * 1e6:.1f} us; adding {overhead * 1e6:.1f} us to every collective", flush=True)
-    machine = Machine(devices=args.ranks, memory_bytes=64e9, flops_per_s=calibrated_flops(spec) or 1e10,
-                      collectives=collectives, collective_overhead_s=overhead)
+        cores = args.cores
+        overhead = {}
+        for g, points in collective_overhead(args.ranks, collectives).items():
+            overhead[g] = [(gap, max(0.0, measured - predicted)) for gap, measured, predicted in points]
+            what = "a pipeline boundary's send and receive" if g == "p2p" else f"4-byte all_reduce in groups of {g}"
+            print(f"{what} while {args.ranks} ranks compute on {cores:g} cores, "
+                  f"us after compute of " + ", ".join(f"{gap * 1e6:.0f}: {measured * 1e6:.0f}"
+                                                       for gap, measured, _ in points)
+                  + f" (model {points[0][2] * 1e6:.1f})", flush=True)
+    machine = Machine(devices=args.ranks, memory_bytes=args.memory_mb * 1e6, flops_per_s=calibrated_flops(spec) or 1e10,
+                      collectives=collectives, collective_overhead_s=overhead, cores=cores)
     plan = search(spec, machine, args.global_batch, checkpointing=args.checkpointing,
-                  micro_batches=[args.micro_batches], sdp=False, one_layout=True)
-    rows = []
-    for entry in plan["uniform"]:
-        name = entry["strategy"]
-        pp = int(name.split("-")[0][2:])
-        plan_file = os.path.join(work, f"{name}.json")
-        layers = [{"index": i, "strategy": name} for i in range(len(spec.layers))]
-        per = [len(layers) // pp + (1 if s < len(layers) % pp else 0) for s in range(pp)]
-        starts = [sum(per[:s]) for s in range(pp + 1)]
-        with open(plan_file, "w") as f:
-            json.dump({"pp": pp, "micro_batches": args.micro_batches, "global_batch": args.global_batch,
-                       "stages": [{"layers": layers[starts[s]:starts[s + 1]]} for s in range(pp)]}, f)
-        timings = os.path.join(work, f"{name}.timings.json")
-        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                               str(args.ranks), TRAIN, *model_args, "--plan", plan_file, "--steps", str(args.steps),
-                               "--save", "", "--plot", "", "--timings", timings],
-                              capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-        if proc.returncode != 0:
-            print(f"{name}: did not run: {proc.stderr.strip().splitlines()[-1]}", file=sys.stderr)
-            continue
-        with open(timings) as f:
-            measured = statistics.median(json.load(f)[2:])
-        rows.append((name, entry["step_s"], measured))
-        print(f"{name:24s} predicted {entry['step_s'] * 1e3:8.2f} ms   measured {measured * 1e3:8.2f} ms", flush=True)
+                  micro_batches=[args.micro_batches], sdp=args.sdp)
+    runs = candidates(plan, len(spec.layers), args.per_layer)
+    samples = {name: [] for name, *_ in runs}
+    failed = {}
+    for _ in range(args.rounds):
+        for name, pp, strategies, _ in runs:
+            if name in failed:
+                continue
+            path = plan_file(work, name, pp, strategies, args.micro_batches, args.global_batch)
+            result = train(args, model_args, path, os.path.join(work, f"{name}.timings.json"))
+            if isinstance(result, str):
+                failed[name] = result
+                print(f"{name}: did not run: {result}", file=sys.stderr)
+            else:
+                samples[name] += result
+    rows = [(name, step_s, statistics.median(samples[name]), strategies)
+            for name, _, strategies, step_s in runs if name not in failed]
+    for name, predicted, measured, strategies in rows:
+        layout = "" if len(set(strategies)) == 1 else "  " + " ".join(strategies)
+        print(f"{name:24s} predicted {predicted * 1e3:8.2f} ms   measured {measured * 1e3:8.2f} ms{layout}")
     predicted, measured = [r[1] for r in rows], [r[2] for r in rows]
     first = min(rows, key=lambda r: r[1])
     fastest = min(rows, key=lambda r: r[2])
-    print(f"\n{len(rows)} layouts on {args.ranks} ranks, {args.micro_batches} micro-batches of {mbs}; "
-          f"Spearman rank correlation {spearman(predicted, measured):.2f}; planner's first choice {first[0]} "
-          f"measured {first[2] * 1e3:.2f} ms, fastest {fastest[0]} {fastest[2] * 1e3:.2f} ms "
-          f"({(first[2] / fastest[2] - 1) * 100:+.0f}%)")
+    print(f"\n{len(rows)} plans on {args.ranks} ranks ({' '.join(model_args)}), {args.micro_batches} micro-batches "
+          f"of {mbs}, {args.rounds} runs each; Spearman rank correlation {spearman(predicted, measured):.2f}; "
+          f"planner's first choice {first[0]} measured {first[2] * 1e3:.2f} ms, fastest {fastest[0]} "
+          f"{fastest[2] * 1e3:.2f} ms ({(first[2] / fastest[2] - 1) * 100:+.0f}%)")
 
 
 if __name__ == "__main__":

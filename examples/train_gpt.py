@@ -53,6 +53,9 @@ def parse_args():
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=128)
     ap.add_argument("--seq-len", type=int, default=32)
+    ap.add_argument("--ffn-mults", type=lambda v: tuple(int(m) for m in v.split(",")),
+                    help="each block's MLP width in hidden sizes, comma-separated (a model of unlike layers; "
+                         "default 4 for every block)")
     ap.add_argument("--sequence-parallel", action="store_true")
     ap.add_argument("--checkpoint-activations", action="store_true", help="recompute each block in backward")
     ap.add_argument("--seed", type=int, default=0)
@@ -254,6 +257,7 @@ def plot(path, history, title):
 def config_of(args):
     return gpt.GPTConfig(vocab=args.vocab, seq_len=args.seq_len, hidden=args.hidden, heads=args.heads,
                          layers=args.layers, seed=args.seed, sequence_parallel=args.sequence_parallel,
+                         ffn_mults=args.ffn_mults,
                          checkpoint=args.checkpoint_activations,
                          checkpoint_blocks=tuple(args.checkpoint_blocks) if args.checkpoint_blocks is not None else None)
 
@@ -268,11 +272,16 @@ def measure_model(args):
     layers = gpt.build_chunks(config)[0].layers
     tokens = torch.randint(0, config.vocab, (args.micro_batch_size, config.seq_len))
     h = config.hidden * config.seq_len * 4  # bytes of one sequence's activation between layers
+    # Megatron's all-reduces under TP, as (mean bytes of forward and backward, calls of both): the
+    # embedding's output in forward; the block's two in each direction; the head's input gradient in
+    # backward and the vocabulary-parallel cross-entropy's three (max, target logit, sum; seq floats each).
+    comm = {"Embedding": (h / 2, 1), "Block": (2 * h, 4), "Head": ((h + 3 * config.seq_len * 4) / 2, 4)}
 
-    def tp_comm(layer, output_bytes):  # Megatron's all-reduces per forward (the head: its input's, backward only)
-        return {"Embedding": h, "Block": 2 * h, "Head": h}[type(layer).__name__]
+    def tp_comm(layer, output_bytes):
+        return comm[type(layer).__name__]
 
-    return describe_module(layers, tokens, name=f"gpt-{config.layers}x{config.hidden}", tp_comm=tp_comm)
+    return describe_module(layers, tokens, name=f"gpt-{config.layers}x{config.hidden}", tp_comm=tp_comm,
+                           small_sample=tokens[:1])
 
 
 def describe(args):

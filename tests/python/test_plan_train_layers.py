@@ -48,3 +48,26 @@ def test_per_layer_plan_trains_with_single_process_losses(name, reference, tmp_p
     out, losses = train(str(tmp_path), name, 4, *MODEL, "--plan", "plan.json")
     assert "per-layer layouts on 4 ranks" in out, out
     assert losses == pytest.approx(reference, rel=1e-5)
+
+
+def test_blocks_of_unlike_widths_train_with_single_process_losses(tmp_path):
+    """A model of unlike layers (--ffn-mults: MLPs 1 and 8 hiddens wide), the kind the planner gives
+    different layouts per layer, under TP and DP layers in one stage."""
+    unlike = MODEL + ["--ffn-mults", "1,8"]
+    (tmp_path / "single").mkdir()
+    reference = train(str(tmp_path / "single"), "single", 1, *unlike, "--micro-batches", "4",
+                      "--micro-batch-size", "4")[1]
+    with open(tmp_path / "plan.json", "w") as f:
+        json.dump(plan_json(PLANS["tp_and_dp_in_one_stage"]), f)
+    out, losses = train(str(tmp_path), "unlike", 4, *unlike, "--plan", "plan.json")
+    assert "per-layer layouts on 4 ranks" in out, out
+    assert losses == pytest.approx(reference, rel=1e-5)
+
+
+def test_unlike_widths_are_checked_before_anything_runs():
+    from loom.parallel import gpt
+
+    with pytest.raises(ValueError, match="ffn_mults needs a positive integer for each of the 2 blocks"):
+        gpt.GPTConfig(layers=2, ffn_mults=(1,)).check(1)
+    with pytest.raises(ValueError, match="ffn_mults needs a positive integer"):
+        gpt.GPTConfig(layers=2, ffn_mults=(1, 0)).check(1)

@@ -33,6 +33,10 @@ class GPTConfig:
     sequence_parallel: bool = False
     checkpoint: bool = False  # recompute each block's activations in backward instead of storing them
     checkpoint_blocks: tuple = None  # only these blocks (indices) recompute; None: all or none, by checkpoint
+    ffn_mults: tuple = None  # per block, its MLP's width in hiddens (a model of unlike layers); None: 4 each
+
+    def ffn_width(self, block):
+        return (self.ffn_mults[block] if self.ffn_mults is not None else 4) * self.hidden
 
     def recomputes(self, block):
         return block in self.checkpoint_blocks if self.checkpoint_blocks is not None else self.checkpoint
@@ -44,8 +48,12 @@ class GPTConfig:
                 raise ValueError(f"GPTConfig: {name} must be positive, got {getattr(self, name)}")
         if self.hidden % self.heads:
             raise ValueError(f"GPTConfig: hidden size {self.hidden} is not divisible by heads {self.heads}")
+        if self.ffn_mults is not None and (len(self.ffn_mults) != self.layers
+                                           or any(not isinstance(m, int) or m < 1 for m in self.ffn_mults)):
+            raise ValueError(f"GPTConfig: ffn_mults needs a positive integer for each of the {self.layers} blocks, "
+                             f"got {self.ffn_mults}")
         for name, value in (("hidden size", self.hidden), ("heads", self.heads), ("vocabulary", self.vocab)):
-            if value % tp:
+            if value % tp:  # MLP widths are multiples of the hidden size
                 raise ValueError(f"GPTConfig: {name} {value} is not divisible by the tensor-parallel size {tp}")
         if self.sequence_parallel and self.seq_len % tp:
             raise ValueError(f"GPTConfig: sequence length {self.seq_len} is not divisible by the "
@@ -115,8 +123,9 @@ class Block(nn.Module):
         self.qkv = ColumnParallelLinear(h, 3 * h, group, sequence_parallel=sp, init_method=_init(config, f"{name}.qkv"))
         self.proj = RowParallelLinear(h, h, group, sequence_parallel=sp, init_method=_init(config, f"{name}.proj"))
         self.ln2 = _layer_norm(config, h, f"{name}.ln2")
-        self.fc1 = ColumnParallelLinear(h, 4 * h, group, sequence_parallel=sp, init_method=_init(config, f"{name}.fc1"))
-        self.fc2 = RowParallelLinear(4 * h, h, group, sequence_parallel=sp, init_method=_init(config, f"{name}.fc2"))
+        w = config.ffn_width(index)
+        self.fc1 = ColumnParallelLinear(h, w, group, sequence_parallel=sp, init_method=_init(config, f"{name}.fc1"))
+        self.fc2 = RowParallelLinear(w, h, group, sequence_parallel=sp, init_method=_init(config, f"{name}.fc2"))
         _name(self, name)
 
     def forward(self, x):

@@ -3,10 +3,11 @@
 - concurrent_profile: the model description measured by N processes at once (each its own
   describe_module, started together), keeping each layer's slowest forward time: ranks that share
   cores, memory bandwidth or caches compute slower than one process alone.
-- collective_overhead: a small all-reduce over N ranks of the "loom" backend, timed, against what
-  Loom's model predicts for it; the difference is a per-collective cost the model does not have
-  (Python and torch dispatch, ranks waiting to be scheduled on shared cores), which Machine adds to
-  every collective and transfer (`collective_overhead_s`).
+- collective_overhead: a small all-reduce of the "loom" backend in groups of each size, timed while
+  every rank also computes (as in a training step), against what Loom's model predicts for it; the
+  difference is a per-collective cost the model does not have (Python and torch dispatch, ranks
+  waiting to be scheduled on shared cores), which Machine adds to every collective and transfer of a
+  group of that size (`collective_overhead_s`).
 """
 import json
 import os
@@ -54,7 +55,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _collective_worker(rank, ranks, port, nbytes, iterations, outdir):
+def _loaded_worker(rank, ranks, port, sizes, works, nbytes, iterations, rounds, outdir):
     import torch
     import torch.distributed as dist
 
@@ -63,31 +64,110 @@ def _collective_worker(rank, ranks, port, nbytes, iterations, outdir):
     torch.set_num_threads(1)
     dist.init_process_group("loom", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks,
                             timeout=timedelta(seconds=120))
+    groups = {}
+    for g in sizes:  # consecutive ranks, as TP groups and pipeline stages are laid out
+        for first in range(0, ranks, g):
+            group = dist.new_group(list(range(first, first + g)))
+            if first <= rank < first + g:
+                groups[g] = group
+    a, b = torch.randn(128, 128), torch.randn(128, 128)
     x = torch.zeros(max(1, nbytes // 4))
-    for _ in range(5):
-        dist.all_reduce(x)
-    samples = []
-    for _ in range(iterations):
+
+    def phase(group, work):
+        n = max(10, iterations // work)
         dist.barrier()
         start = time.perf_counter()
-        dist.all_reduce(x)
-        samples.append(time.perf_counter() - start)
-    if rank == 0:
-        with open(os.path.join(outdir, "seconds.json"), "w") as f:
-            json.dump(samples, f)
+        for _ in range(n):
+            for _ in range(work):  # compute between collectives, so that ranks compete for cores as in a step
+                torch.mm(a, b)
+            if group is not None:
+                dist.all_reduce(x, group=group)
+        return (time.perf_counter() - start) / n
+
+    def pipeline(work):
+        """Two pipeline stages (the first and second half of the ranks) in a 1F1B-like steady state: the
+        first computes micro-batch i while the second computes i - 1, then the activation goes forward
+        and the gradient of i - 1 comes back. All ranks compute at once, as in a pipelined step; what
+        the two boundary crossings add to an iteration is the waiting for a rank to get a core back."""
+        n, half = max(10, iterations // work), ranks // 2
+        partner, first = (rank + half) % ranks, rank < half
+        y = torch.zeros_like(x)
+        dist.barrier()
+        start = time.perf_counter()
+        for i in range(n):
+            if not first:
+                dist.recv(x, partner)
+            for _ in range(work):
+                torch.mm(a, b)
+            dist.send(x if first else y, partner)
+            if first and i > 0:
+                dist.recv(y, partner)  # the gradient of micro-batch i - 1
+        if first:
+            dist.recv(y, partner)  # the last one's
+        return (time.perf_counter() - start) / n
+
+    for g in sizes:  # warm up every group's connections
+        phase(groups[g], 1)
+    if ranks > 1:
+        pipeline(1)
+    samples = {}
+    for _ in range(rounds):
+        for work in works:
+            samples.setdefault(f"compute{work}", []).append(phase(None, work))
+            for g in sizes:
+                samples.setdefault(f"{g}/{work}", []).append(phase(groups[g], work))
+            if ranks > 1:
+                samples.setdefault(f"p2p/{work}", []).append(pipeline(work))
+    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
+        json.dump(samples, f)
     dist.destroy_process_group()
 
 
-def measured_all_reduce_s(ranks, nbytes=4, iterations=50):
-    """Median seconds of an all_reduce of nbytes over `ranks` processes of the loom backend."""
+def loaded_collective_s(ranks, sizes=None, works=(1, 4, 16), nbytes=4, iterations=160, rounds=3):
+    """{group size: [(gap, seconds), ...], "p2p": [...]}: what a small all-reduce adds to a loop of
+    compute when all `ranks` processes of the loom backend run such loops at once, each in groups of
+    consecutive ranks of that size, after `gap` seconds of compute (wall time, every rank computing: 1,
+    4 and 16 small matrix products): the dispatch, and on shared cores the wait for the group's other
+    ranks to be scheduled. Medians over rounds of the slowest rank's time per iteration, with the
+    all-reduce minus without. "p2p": what one crossing of a pipeline boundary (a send and its receive
+    between the two halves of the ranks, both computing) adds, at the same gaps."""
+    sizes = sizes or [g for g in (2 ** k for k in range(1, 16)) if g <= ranks]
     outdir = tempfile.mkdtemp(prefix="loom-plan-collective-")
-    mp.spawn(_collective_worker, args=(ranks, _free_port(), nbytes, iterations, outdir), nprocs=ranks, join=True)
-    with open(os.path.join(outdir, "seconds.json")) as f:
-        return statistics.median(json.load(f))
+    mp.spawn(_loaded_worker, args=(ranks, _free_port(), sizes, works, nbytes, iterations, rounds, outdir),
+             nprocs=ranks, join=True)
+    per_rank = []
+    for r in range(ranks):
+        with open(os.path.join(outdir, f"rank{r}.json")) as f:
+            per_rank.append(json.load(f))
+    slowest = {key: [max(p[key][i] for p in per_rank) for i in range(rounds)] for key in per_rank[0]}
+    out = {}
+    for g in sizes:
+        points = []
+        for work in works:
+            compute = slowest[f"compute{work}"]
+            extra = statistics.median(w - c for w, c in zip(slowest[f"{g}/{work}"], compute))
+            points.append((statistics.median(compute), max(0.0, extra)))
+        out[g] = sorted(points)
+    if ranks > 1:
+        points = []
+        for work in works:
+            compute = slowest[f"compute{work}"]
+            extra = statistics.median((p - c) / 2 for p, c in zip(slowest[f"p2p/{work}"], compute))
+            points.append((statistics.median(compute), max(0.0, extra)))
+        out["p2p"] = sorted(points)
+    return out
 
 
 def collective_overhead(ranks, collectives, nbytes=4):
-    """(measured, predicted, overhead) seconds of a small all-reduce over all `ranks`."""
-    measured = measured_all_reduce_s(ranks, nbytes)
-    predicted = collectives.collective("all_reduce", nbytes, list(range(ranks)))["time_us"] * 1e-6
-    return measured, predicted, max(0.0, measured - predicted)
+    """{group size or "p2p": [(gap, measured, predicted), ...]} seconds of a small all-reduce (a pipeline
+    boundary's send and receive) under load (loaded_collective_s) and Loom's model of it. Machine's
+    collective_overhead_s takes {g: [(gap, measured - predicted), ...]}: what the model lacks."""
+    out = {}
+    half = ranks // 2
+    for g, points in loaded_collective_s(ranks, nbytes=nbytes).items():
+        if g == "p2p":
+            predicted = collectives.p2p(nbytes, [(r, r + half) for r in range(half)]) * 1e-6
+        else:
+            predicted = collectives.collective("all_reduce", nbytes, list(range(g)))["time_us"] * 1e-6
+        out[g] = [(gap, seconds, predicted) for gap, seconds in points]
+    return out

@@ -45,6 +45,9 @@ def parser():
     ap.add_argument("--collective-overhead-us", type=float, default=0.0,
                     help="added to every collective and transfer: what a small real all-reduce takes beyond "
                          "the model's prediction (loom.plan.calibrate.collective_overhead)")
+    ap.add_argument("--cores", type=float,
+                    help="cores the devices share (CPU ranks: fewer cores than ranks slows compute while all "
+                         "compute; default: each device its own)")
     ap.add_argument("--pp", type=int, action="append", help="only this pipeline degree (repeatable)")
     ap.add_argument("--micro-batches", type=int, action="append", help="only this micro-batch count (repeatable)")
     ap.add_argument("--no-sdp", action="store_true", help="leave sharded data parallelism out")
@@ -66,7 +69,7 @@ def plan_command(args):
     collectives = collective_model(args.devices, args.topology, args.ranks_per_node, args.memory_kind, **fields)
     machine = Machine(devices=args.devices, memory_bytes=args.memory_gb * GB, flops_per_s=flops,
                       collectives=collectives, overlap_slowdown=args.overlap_slowdown,
-                      collective_overhead_s=args.collective_overhead_us * 1e-6)
+                      collective_overhead_s=args.collective_overhead_us * 1e-6, cores=args.cores)
     plan = search(spec, machine, args.global_batch, checkpointing=args.checkpointing, pp_degrees=args.pp,
                   micro_batches=args.micro_batches, resolution=args.resolution, sdp=not args.no_sdp,
                   one_layout=args.one_layout)

@@ -3,12 +3,16 @@ by Loom's collective model on the topology instead of profiled bandwidths).
 
 A pipeline of p stages runs m micro-batches with 1F1B; a stage's step takes (m + p - 1) micro-batch
 slots of its slowest stage's micro-batch time, plus the gradient synchronisation its last backward does
-not hide. Per layer l and strategy s (tp, dp, sdp, checkpointing), with b = global batch / (m * dp)
-samples per micro-batch on each replica:
+not hide. Where ranks share cores (Machine.share = ranks per core when all compute, CPU ranks), the m
+micro-batches take m * share slots of a rank's own speed, and a pipeline's bubbles are only a cost
+where they make the step longer than that (the idle stages' cores serve the busy ones): max(m + p - 1,
+m * share) slots. Per layer l and strategy s (tp, dp, sdp, checkpointing), with b = global batch /
+(m * dp) samples per micro-batch on each replica:
 
-- forward F = compute(l, b / tp) (measured, else FLOPs / speed), backward 2F, recomputation F more;
-- TP: an all-reduce of tp_comm_bytes * b over the TP group in forward, again in backward (and in the
-  recomputation);
+- forward F = compute(l, b / tp) (measured: a fixed part per call + a part per sample * b / tp; else
+  FLOPs / speed), backward 2F, recomputation F more;
+- TP: tp_comm_bytes * b all-reduced over the TP group in forward, again in backward (and in the
+  recomputation), in the layer's tp_calls all-reduces (each paying the per-collective overhead);
 - SDP (ZeRO-3): the layer's parameters all-gathered before forward and before backward (each hidden
   behind that compute; while both run, each is slowed by the overlap factor), gradients
   reduce-scattered once per step;
@@ -17,7 +21,7 @@ samples per micro-batch on each replica:
   micro-batches in flight (1F1B: p - stage of them), per micro-batch activation_bytes * b with the
   layer's input replicated over TP and the rest split, or only the input with checkpointing.
 
-A layer's cost in the search is (m + p - 1) * its micro-batch time + its exposed synchronisation, so a
+A layer's cost in the search is its slots * its micro-batch time + its exposed synchronisation, so a
 stage's cost is the sum over its layers; changing layout between layers adds the moves of samples
 between ranks it needs (priced as point-to-point transfers), per micro-batch both ways.
 """
@@ -37,10 +41,11 @@ class Context:
     micro_batches: int
     pp: int
     stage: int
+    share: float = 1.0  # ranks per core when all compute (Machine.share)
 
     @property
     def slots(self):
-        return self.micro_batches + self.pp - 1
+        return max(self.micro_batches + self.pp - 1, self.micro_batches * self.share)
 
     @property
     def in_flight(self):  # 1F1B: stage s keeps at most p - s micro-batches' activations
@@ -54,6 +59,7 @@ class LayerCost:
     memory_bytes: float
     states_bytes: float
     activation_bytes: float  # of all micro-batches in flight
+    compute_s: float = 0.0  # one micro-batch's compute (forward, backward, recomputation) without communication
 
     def search_cost(self, ctx):
         return ctx.slots * self.microbatch_s + self.sync_s
@@ -87,9 +93,14 @@ def layer_cost(spec, index, strategy, machine, ctx):
 
     fwd = machine.forward_s(layer, b, strategy.tp)
     bwd = 2 * fwd
-    tp_ar = machine.collective_s("all_reduce", layer.tp_comm_bytes * b, tp_group) if strategy.tp > 1 else 0.0
+    compute = fwd + bwd + (fwd if strategy.checkpoint else 0.0)
+    tp_ar = 0.0  # forward's all-reduces (backward's the same)
+    if strategy.tp > 1:
+        calls = layer.tp_calls / 2
+        gap = compute / (layer.tp_calls * (1.5 if strategy.checkpoint else 1))  # compute between two of them
+        tp_ar = calls * machine.collective_s("all_reduce", layer.tp_comm_bytes * b / calls, tp_group, gap)
     if strategy.sdp:
-        gather = machine.collective_s("all_gather", param_bytes, dp_group)
+        gather = machine.collective_s("all_gather", param_bytes, dp_group, fwd)
         fwd_t, bwd_t = _overlapped(fwd, gather, k), _overlapped(bwd, gather, k)
         grad_sync = machine.collective_s("reduce_scatter", grad_bytes, dp_group)
     else:
@@ -108,7 +119,7 @@ def layer_cost(spec, index, strategy, machine, ctx):
         replicated = min(layer.activation_bytes, input_bytes)
         act = (replicated + (layer.activation_bytes - replicated) / strategy.tp) * b
     act *= ctx.in_flight
-    return LayerCost(micro, sync, states + act, states, act)
+    return LayerCost(micro, sync, states + act, states, act, compute)
 
 
 def replica_of(strategy, stage):
@@ -148,7 +159,8 @@ def transition_cost(spec, index, prev, cur, machine, ctx):
     if not pairs:
         return TIE_BREAK_S
     nbytes = spec.layers[index - 1].output_bytes * ctx.global_batch / ctx.micro_batches * fraction
-    return TIE_BREAK_S + ctx.slots * 2 * machine.p2p_s(nbytes, pairs)
+    gap = machine.forward_s(spec.layers[index], local_batch(cur, ctx) or 1, cur.tp)  # a layer's forward or backward
+    return TIE_BREAK_S + ctx.slots * 2 * machine.p2p_s(nbytes, pairs, gap)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -160,13 +172,15 @@ def _relayout(prev, cur, stage):
     return max(f for _, _, f in moves), tuple(sorted({(s, d) for s, d, _ in moves}))  # activations forward, their gradients back
 
 
-def boundary_cost(spec, last_index, machine, ctx):
+def boundary_cost(spec, last_index, machine, ctx, stage_compute_s=None):
     """Per-step cost of stage ctx.stage's sends to the next stage (activations) and the returning
     gradients: each rank of the stage passes its share of the micro-batch to the rank at the same
-    place in the next stage."""
+    place in the next stage. stage_compute_s: the stage's compute per micro-batch (between a forward's
+    send and the next backward's, half of it)."""
     if ctx.stage >= ctx.pp - 1:
         return 0.0
     here = machine.stage_ranks(ctx.pp, ctx.stage)
     there = machine.stage_ranks(ctx.pp, ctx.stage + 1)
     nbytes = spec.layers[last_index].output_bytes * ctx.global_batch / ctx.micro_batches / len(here)
-    return ctx.slots * 2 * machine.p2p_s(nbytes, list(zip(here, there)))
+    gap = stage_compute_s / 2 if stage_compute_s is not None else None
+    return ctx.slots * 2 * machine.p2p_s(nbytes, list(zip(here, there)), gap)

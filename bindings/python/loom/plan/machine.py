@@ -1,6 +1,9 @@
 """The machine the planner plans for: Loom's collective model on a topology (loom._C.CollectiveModel:
 the tuner's choice and simulated plans, as loom-sim), the devices' memory and compute speed.
 
+CPU ranks may share cores (`cores` fewer than `devices`): then compute runs at cores / devices of a
+core's speed while every rank is busy, which is charged through cost.Context.slots.
+
 Job ranks are laid out with the pipeline outermost: stage s holds ranks [s * N/pp, (s+1) * N/pp), so
 with several nodes the stages split between nodes before any TP or DP group does (Galvatron's
 takeaway 1). Inside a stage, Strategy.groups places the TP and DP groups.
@@ -20,7 +23,14 @@ class Machine:
     overlap_slowdown: float = 1.3  # compute and communication that overlap each run this much slower
     comm_elem_bytes: int = 4  # bytes per element of what is communicated (fp32)
     use_measured_compute: bool = True  # a layer's measured forward time, where the model has one
-    collective_overhead_s: float = 0.0  # added to every collective and transfer (calibrate.collective_overhead)
+    # Added to every collective and transfer (calibrate.collective_overhead): seconds; or per group size
+    # (a group takes the entry of the smallest size that holds it; "p2p": transfers, else size 2's)
+    # seconds, or [(gap, seconds), ...]:
+    # what it adds after `gap` seconds of compute since the group's last collective (on shared cores,
+    # the longer ranks compute between collectives, the longer the first to arrive waits for the last
+    # to get a core back), interpolated.
+    collective_overhead_s: object = 0.0
+    cores: float = None  # cores the devices share (CPU ranks); None: each device computes on its own
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -28,44 +38,95 @@ class Machine:
             raise ValueError(f"Machine: the device count must be a power of two, got {self.devices}")
         if not self.memory_bytes > 0 or not self.flops_per_s > 0:
             raise ValueError("Machine: memory and compute speed must be positive")
+        if self.cores is not None and not self.cores > 0:
+            raise ValueError(f"Machine: cores must be positive, got {self.cores}")
+        if isinstance(self.collective_overhead_s, dict):
+            self.collective_overhead_s = {(k if k == "p2p" else int(k)): v if isinstance(v, (int, float))
+                                          else sorted(map(tuple, v)) for k, v in self.collective_overhead_s.items()}
+            if not self.collective_overhead_s:
+                raise ValueError("Machine: collective_overhead_s is an empty table")
         if self.collectives is not None and self.collectives.world != self.devices:
             raise ValueError(f"Machine: the collective model has {self.collectives.world} ranks, "
                              f"the machine {self.devices}")
+
+    @property
+    def share(self):
+        """How many ranks take turns on a core when all compute (1: none share)."""
+        return max(1.0, self.devices / self.cores) if self.cores else 1.0
+
+    def overhead_s(self, group_size, gap_s=None):
+        """collective_overhead_s for a group of group_size after gap_s seconds of one rank's compute
+        (None: long; the largest measured)."""
+        table = self.collective_overhead_s
+        if not isinstance(table, dict):
+            return table
+        sizes = [n for n in table if n != "p2p"]
+        if group_size == "p2p" and "p2p" in table:
+            entry = table["p2p"]
+        else:
+            group_size = 2 if group_size == "p2p" else group_size
+            if not sizes:
+                return 0.0
+            fitting = [n for n in sizes if n >= group_size]
+            entry = table[min(fitting)] if fitting else table[max(sizes)]
+        if isinstance(entry, (int, float)):
+            return entry
+        if gap_s is None:
+            return entry[-1][1]
+        gap_s *= self.share  # measured as wall time while every rank computes
+        (g0, e0), points = entry[0], entry
+        if gap_s <= g0:
+            return e0 * gap_s / g0 if g0 > 0 else e0
+        for (ga, ea), (gb, eb) in zip(points, points[1:]):
+            if gap_s <= gb:
+                return ea + (eb - ea) * (gap_s - ga) / (gb - ga)
+        return points[-1][1]
 
     def stage_ranks(self, pp, stage):
         g = self.devices // pp
         return list(range(stage * g, (stage + 1) * g))
 
-    def collective_s(self, op, nbytes, ranks):
-        """Seconds of op over `ranks` moving nbytes (the whole buffer), all such groups at once."""
+    def collective_s(self, op, nbytes, ranks, gap_s=None):
+        """Seconds of op over `ranks` moving nbytes (the whole buffer), all such groups at once, after
+        gap_s seconds of compute (overhead_s)."""
         if len(ranks) < 2 or nbytes <= 0:
             return 0.0
         if self.collectives is None:
-            return self.collective_overhead_s
+            return self.overhead_s(len(ranks), gap_s)
         key = (op, int(nbytes), tuple(ranks))
         if key not in self._cache:
             self._cache[key] = self.collectives.collective(op, int(nbytes), list(ranks), self.comm_elem_bytes)["time_us"] * 1e-6
-        return self._cache[key] + self.collective_overhead_s
+        return self._cache[key] + self.overhead_s(len(ranks), gap_s)
 
-    def p2p_s(self, nbytes, pairs):
+    def p2p_s(self, nbytes, pairs, gap_s=None):
         if not pairs or nbytes <= 0:
             return 0.0
         if self.collectives is None:
-            return self.collective_overhead_s
+            return self.overhead_s("p2p", gap_s)
         key = ("p2p", int(nbytes), tuple(pairs))
         if key not in self._cache:
             self._cache[key] = self.collectives.p2p(int(nbytes), list(pairs), self.comm_elem_bytes) * 1e-6
-        return self._cache[key] + self.collective_overhead_s
+        return self._cache[key] + self.overhead_s("p2p", gap_s)
 
     def forward_s(self, layer, samples, tp):
-        """One device's forward time of `layer` on `samples` samples split over tp devices."""
+        """One device's forward time of `layer` on `samples` samples split over tp devices (TP splits the
+        work per sample, not what each call costs)."""
         if self.use_measured_compute and layer.forward_s is not None:
-            return layer.forward_s * samples / tp
+            return (layer.forward_fixed_s or 0.0) + layer.forward_s * samples / tp
         return layer.flops * samples / tp / self.flops_per_s
 
     def describe(self):
         d = {"devices": self.devices, "memory_gb": self.memory_bytes / GB, "tflops": self.flops_per_s / 1e12,
-             "overlap_slowdown": self.overlap_slowdown, "collective_overhead_us": self.collective_overhead_s * 1e6}
+             "overlap_slowdown": self.overlap_slowdown}
+        table = self.collective_overhead_s
+        if isinstance(table, dict):
+            d["collective_overhead_us"] = {str(n): v * 1e6 if isinstance(v, (int, float)) else
+                                           [[gap * 1e6, extra * 1e6] for gap, extra in v]
+                                           for n, v in sorted(table.items(), key=lambda kv: str(kv[0]))}
+        else:
+            d["collective_overhead_us"] = table * 1e6
+        if self.cores:
+            d["cores"] = self.cores
         if self.collectives is not None:
             d["topology"] = self.collectives.source
             d["ranks_per_node"] = self.collectives.ranks_per_node

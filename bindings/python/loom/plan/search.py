@@ -104,7 +104,7 @@ def micro_batch_choices(global_batch, pp, limit=64):
 def stage_problems(spec, machine, candidates, pp, micro_batches, global_batch, unit):
     out = []
     for s, layers in enumerate(split_even(len(spec.layers), pp)):
-        ctx = costs.Context(global_batch, micro_batches, pp, s)
+        ctx = costs.Context(global_batch, micro_batches, pp, s, machine.share)
         out.append((ctx, layers) + stage_problem(spec, machine, candidates, ctx, layers, unit))
     return out
 
@@ -125,9 +125,11 @@ def evaluate(spec, machine, candidates, problems, resolution, assignment=None):
                 return None
             total = sum(c[k][j] for k, j in enumerate(choice))
             total += sum(transitions[k][choice[k - 1]][choice[k]] for k in range(1, len(choice)))
-        boundary = costs.boundary_cost(spec, layers[1] - 1, machine, ctx)
+        compute = sum(table[k][j].compute_s for k, j in enumerate(choice))
+        boundary = costs.boundary_cost(spec, layers[1] - 1, machine, ctx, compute)
         memory = sum(table[k][j].memory_bytes for k, j in enumerate(choice))
-        stages.append({"stage": ctx.stage, "ranks": machine.stage_ranks(ctx.pp, ctx.stage),
+        micro = sum(table[k][j].microbatch_s for k, j in enumerate(choice))
+        stages.append({"stage": ctx.stage, "microbatch_s": micro, "other_s": total + boundary - ctx.slots * micro, "ranks": machine.stage_ranks(ctx.pp, ctx.stage),
                        "layer_range": list(layers), "time_s": total + boundary, "memory_bytes": memory,
                        "fits": memory <= machine.memory_bytes,
                        "layers": [{"index": layers[0] + k, "name": spec.layers[layers[0] + k].name,
@@ -136,8 +138,20 @@ def evaluate(spec, machine, candidates, problems, resolution, assignment=None):
                                    "memory_bytes": table[k][j].memory_bytes}
                                   for k, j in enumerate(choice)]})
     ctx = problems[0][0]
-    return {"pp": ctx.pp, "micro_batches": ctx.micro_batches, "step_s": max(st["time_s"] for st in stages),
+    return {"pp": ctx.pp, "micro_batches": ctx.micro_batches, "step_s": pipeline_step_s(stages, ctx, machine.share),
             "stages": stages}
+
+
+def pipeline_step_s(stages, ctx, share):
+    """A step of the pipeline: its slowest stage's time. Where ranks share cores (share > 1) the step is
+    also at least the compute of all ranks over the cores: stages that wait (bubbles, light stages)
+    give their cores to the busy ones, so a stage runs at full speed when others idle and the step is
+    max(the slowest stage at full speed over m + p - 1 slots, m * share * the mean stage's time)."""
+    if share <= 1:
+        return max(st["time_s"] for st in stages)
+    full_speed = max((ctx.micro_batches + ctx.pp - 1) * st["microbatch_s"] + st["other_s"] for st in stages)
+    shared = ctx.micro_batches * share * sum(st["microbatch_s"] for st in stages) / len(stages)
+    return max(full_speed, shared + sum(st["other_s"] for st in stages) / len(stages))
 
 
 def restrict(problems, keep):
