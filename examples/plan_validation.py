@@ -68,22 +68,25 @@ def plan_file(work, name, pp, strategies, micro_batches, global_batch):
 
 
 def candidates(plan, n_layers, per_layer):
-    """(name, pp, strategies per layer, predicted seconds) of the one-layout plans and up to per_layer
-    plans of mixed layouts (the planner's choice first, then its runners-up)."""
+    """(name, pp, strategies per layer, predicted seconds, fits the memory) of the one-layout plans and up
+    to per_layer plans of mixed layouts (the planner's choice first, then its runners-up); the first
+    name returned is the planner's choice."""
     out = []
     for entry in plan["uniform"]:
         pp = int(re.match(r"pp(\d+)", entry["strategy"]).group(1))
-        out.append((entry["strategy"], pp, [entry["strategy"]] * n_layers, entry["step_s"]))
+        out.append((entry["strategy"], pp, [entry["strategy"]] * n_layers, entry["step_s"], entry["fits"]))
     best = [layer["strategy"] for stage in plan["stages"] for layer in stage["layers"]]
     mixed = [(plan["pp"], best, plan["predicted"]["step_s"])]
     mixed += [(r["pp"], r["strategies"], r["step_s"]) for r in plan["runners_up"]]
-    seen = {tuple(c[2]) for c in out}
+    seen = {tuple(c[2]): c[0] for c in out}
+    chosen = seen.get(tuple(best))
     for pp, strategies, step_s in mixed:
         if tuple(strategies) in seen or len(out) >= len(plan["uniform"]) + per_layer:
             continue
-        seen.add(tuple(strategies))
-        out.append((f"mixed{len(out) - len(plan['uniform']) + 1}", pp, strategies, step_s))
-    return out
+        name = f"mixed{len(out) - len(plan['uniform']) + 1}"
+        seen[tuple(strategies)] = name
+        out.append((name, pp, strategies, step_s, True))
+    return seen[tuple(best)] if chosen is None else chosen, out
 
 
 def train(args, model_args, path, timings):
@@ -147,11 +150,11 @@ def main():
                       collectives=collectives, collective_overhead_s=overhead, cores=cores)
     plan = search(spec, machine, args.global_batch, checkpointing=args.checkpointing,
                   micro_batches=[args.micro_batches], sdp=args.sdp)
-    runs = candidates(plan, len(spec.layers), args.per_layer)
+    chosen, runs = candidates(plan, len(spec.layers), args.per_layer)
     samples = {name: [] for name, *_ in runs}
     failed = {}
     for _ in range(args.rounds):
-        for name, pp, strategies, _ in runs:
+        for name, pp, strategies, _, _ in runs:
             if name in failed:
                 continue
             path = plan_file(work, name, pp, strategies, args.micro_batches, args.global_batch)
@@ -161,18 +164,22 @@ def main():
                 print(f"{name}: did not run: {result}", file=sys.stderr)
             else:
                 samples[name] += result
-    rows = [(name, step_s, statistics.median(samples[name]), strategies)
-            for name, _, strategies, step_s in runs if name not in failed]
-    for name, predicted, measured, strategies in rows:
+    rows = [(name, step_s, statistics.median(samples[name]), strategies, fits)
+            for name, _, strategies, step_s, fits in runs if name not in failed]
+    for name, predicted, measured, strategies, fits in rows:
         layout = "" if len(set(strategies)) == 1 else "  " + " ".join(strategies)
-        print(f"{name:24s} predicted {predicted * 1e3:8.2f} ms   measured {measured * 1e3:8.2f} ms{layout}")
+        print(f"{name:24s} predicted {predicted * 1e3:8.2f} ms   measured {measured * 1e3:8.2f} ms"
+              f"{'' if fits else '  (over the memory budget)'}{layout}")
     predicted, measured = [r[1] for r in rows], [r[2] for r in rows]
-    first = min(rows, key=lambda r: r[1])
-    fastest = min(rows, key=lambda r: r[2])
+    first = next((r for r in rows if r[0] == chosen), None)
+    fastest = min((r for r in rows if r[4]), key=lambda r: r[2])  # of the plans that fit
     print(f"\n{len(rows)} plans on {args.ranks} ranks ({' '.join(model_args)}), {args.micro_batches} micro-batches "
-          f"of {mbs}, {args.rounds} runs each; Spearman rank correlation {spearman(predicted, measured):.2f}; "
-          f"planner's first choice {first[0]} measured {first[2] * 1e3:.2f} ms, fastest {fastest[0]} "
-          f"{fastest[2] * 1e3:.2f} ms ({(first[2] / fastest[2] - 1) * 100:+.0f}%)")
+          f"of {mbs}, {args.rounds} runs each; Spearman rank correlation {spearman(predicted, measured):.2f}")
+    if first is None:
+        print(f"the planner's first choice {chosen} did not run")
+    else:
+        print(f"planner's first choice {first[0]} measured {first[2] * 1e3:.2f} ms, fastest that fits {fastest[0]} "
+              f"{fastest[2] * 1e3:.2f} ms ({(first[2] / fastest[2] - 1) * 100:+.0f}%)")
 
 
 if __name__ == "__main__":
