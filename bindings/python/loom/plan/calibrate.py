@@ -34,7 +34,7 @@ def _profile_worker(rank, describe, barrier, outdir):
 
 def concurrent_profile(describe, ranks):
     """describe() -> ModelSpec (a picklable callable), run by `ranks` processes at once; the result
-    has each layer's largest forward time."""
+    has each layer's largest forward times (per sample and per call)."""
     outdir = tempfile.mkdtemp(prefix="loom-plan-profile-")
     barrier = mp.get_context("spawn").Barrier(ranks)
     mp.spawn(_profile_worker, args=(describe, barrier, outdir), nprocs=ranks, join=True)
@@ -44,8 +44,9 @@ def concurrent_profile(describe, ranks):
             specs.append(ModelSpec.from_json(json.load(f)))
     result = specs[0]
     for i, layer in enumerate(result.layers):
-        times = [s.layers[i].forward_s for s in specs if s.layers[i].forward_s is not None]
-        layer.forward_s = max(times) if times else None
+        for key in ("forward_s", "forward_fixed_s"):
+            times = [getattr(s.layers[i], key) for s in specs if getattr(s.layers[i], key) is not None]
+            setattr(layer, key, max(times) if times else None)
     return result
 
 
