@@ -19,6 +19,9 @@ namespace {
 // For the signal handler: takes down every bed of this process (hosts.sh down-owner PID).
 char gDownArgs[3][128];
 volatile sig_atomic_t gBedsUp = 0;
+// The process that made the beds. Rank processes forked from it inherit the handler; one that aborts
+// or is sent SIGTERM must not take down the beds the test process and the other ranks still use.
+volatile sig_atomic_t gOwnerPid = 0;
 
 int runScript(const std::string& args) {
   const std::string cmd = "bash '" + hostsScript() + "' " + args + " 2>&1";
@@ -26,7 +29,7 @@ int runScript(const std::string& args) {
 }
 
 void takeDownOnSignal(int sig) {
-  if (gBedsUp) {
+  if (gBedsUp && getpid() == gOwnerPid) {
     gBedsUp = 0;
     const pid_t pid = fork();  // async-signal-safe: exec the script and wait for it
     if (pid == 0) {
@@ -76,6 +79,7 @@ std::unique_ptr<HostBed> HostBed::create(int hosts, const std::string& impair, s
   std::snprintf(gDownArgs[1], sizeof gDownArgs[1], "down-owner");
   std::snprintf(gDownArgs[2], sizeof gDownArgs[2], "%d", static_cast<int>(getpid()));
   ++gBedsUp;
+  gOwnerPid = static_cast<sig_atomic_t>(getpid());
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGABRT}) signal(sig, takeDownOnSignal);
   return std::unique_ptr<HostBed>(new HostBed(bed, hosts));
 }
