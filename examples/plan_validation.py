@@ -35,7 +35,7 @@ TRAIN = os.path.join(HERE, "train_gpt.py")
 GPT = "--layers 4 --hidden 64 --heads 8 --vocab 128 --seq-len 32"
 # Blocks of MLP widths 1 to 16 hiddens: compute and parameters differ by layer, so the layouts that suit
 # the wide blocks (TP splits their work) differ from those that suit the narrow ones.
-HETEROGENEOUS = "--layers 4 --hidden 64 --heads 8 --vocab 128 --seq-len 32 --ffn-mults 1,2,8,16"
+HETEROGENEOUS = GPT + " --ffn-mults 1,2,8,16"
 
 
 def spearman(a, b):

@@ -141,21 +141,18 @@ def loaded_collective_s(ranks, sizes=None, works=(1, 4, 16), nbytes=4, iteration
         with open(os.path.join(outdir, f"rank{r}.json")) as f:
             per_rank.append(json.load(f))
     slowest = {key: [max(p[key][i] for p in per_rank) for i in range(rounds)] for key in per_rank[0]}
-    out = {}
-    for g in sizes:
-        points = []
+
+    def points(key, crossings):  # [(gap, seconds one collective or crossing adds)] for each amount of compute
+        result = []
         for work in works:
             compute = slowest[f"compute{work}"]
-            extra = statistics.median(w - c for w, c in zip(slowest[f"{g}/{work}"], compute))
-            points.append((statistics.median(compute), max(0.0, extra)))
-        out[g] = sorted(points)
+            extra = statistics.median((w - c) / crossings for w, c in zip(slowest[f"{key}/{work}"], compute))
+            result.append((statistics.median(compute), max(0.0, extra)))
+        return sorted(result)
+
+    out = {g: points(g, 1) for g in sizes}
     if ranks > 1:
-        points = []
-        for work in works:
-            compute = slowest[f"compute{work}"]
-            extra = statistics.median((p - c) / 2 for p, c in zip(slowest[f"p2p/{work}"], compute))
-            points.append((statistics.median(compute), max(0.0, extra)))
-        out["p2p"] = sorted(points)
+        out["p2p"] = points("p2p", 2)  # an activation forward and a gradient back per iteration
     return out
 
 

@@ -23,12 +23,11 @@ class Machine:
     overlap_slowdown: float = 1.3  # compute and communication that overlap each run this much slower
     comm_elem_bytes: int = 4  # bytes per element of what is communicated (fp32)
     use_measured_compute: bool = True  # a layer's measured forward time, where the model has one
-    # Added to every collective and transfer (calibrate.collective_overhead): seconds; or per group size
-    # (a group takes the entry of the smallest size that holds it; "p2p": transfers, else size 2's)
-    # seconds, or [(gap, seconds), ...]:
-    # what it adds after `gap` seconds of compute since the group's last collective (on shared cores,
-    # the longer ranks compute between collectives, the longer the first to arrive waits for the last
-    # to get a core back), interpolated.
+    # Added to every collective and transfer (calibrate.collective_overhead): seconds; or a table per
+    # group size (a group takes the entry of the smallest size that holds it; "p2p": transfers, else
+    # size 2's) of seconds or of [(gap, seconds), ...]: what it adds after `gap` seconds of compute since
+    # the group's last collective, interpolated (on shared cores, the longer ranks compute between
+    # collectives, the longer the first to arrive waits for the last to get a core back).
     collective_overhead_s: object = 0.0
     cores: float = None  # cores the devices share (CPU ranks); None: each device computes on its own
     _cache: dict = field(default_factory=dict, repr=False)
@@ -74,13 +73,13 @@ class Machine:
         if gap_s is None:
             return entry[-1][1]
         gap_s *= self.share  # measured as wall time while every rank computes
-        (g0, e0), points = entry[0], entry
+        g0, e0 = entry[0]
         if gap_s <= g0:
             return e0 * gap_s / g0 if g0 > 0 else e0
-        for (ga, ea), (gb, eb) in zip(points, points[1:]):
+        for (ga, ea), (gb, eb) in zip(entry, entry[1:]):
             if gap_s <= gb:
                 return ea + (eb - ea) * (gap_s - ga) / (gb - ga)
-        return points[-1][1]
+        return entry[-1][1]
 
     def stage_ranks(self, pp, stage):
         g = self.devices // pp

@@ -129,8 +129,9 @@ def evaluate(spec, machine, candidates, problems, resolution, assignment=None):
         boundary = costs.boundary_cost(spec, layers[1] - 1, machine, ctx, compute)
         memory = sum(table[k][j].memory_bytes for k, j in enumerate(choice))
         micro = sum(table[k][j].microbatch_s for k, j in enumerate(choice))
-        stages.append({"stage": ctx.stage, "microbatch_s": micro, "other_s": total + boundary - ctx.slots * micro, "ranks": machine.stage_ranks(ctx.pp, ctx.stage),
+        stages.append({"stage": ctx.stage, "ranks": machine.stage_ranks(ctx.pp, ctx.stage),
                        "layer_range": list(layers), "time_s": total + boundary, "memory_bytes": memory,
+                       "microbatch_s": micro, "other_s": total + boundary - ctx.slots * micro,
                        "fits": memory <= machine.memory_bytes,
                        "layers": [{"index": layers[0] + k, "name": spec.layers[layers[0] + k].name,
                                    "strategy": candidates[j].name,
