@@ -130,6 +130,25 @@ def test_tight_memory_brings_sdp_or_checkpointing():
         S.search(spec, modelled(8, 1e6, intra_gbs=100), 16, checkpointing=True)
 
 
+def test_sdp_is_priced_as_sharded_data_parallel_runs_it():
+    # ShardedDataParallel gathers before forward and before backward and reduce-scatters after each
+    # micro-batch's backward, all synchronous: they add to the micro-batch, nothing waits for the step's
+    # end; a recomputation reuses the backward's gather.
+    from loom.plan.strategies import parse
+    spec, machine = bert_like(layers=1), modelled(8, 40e9, intra_gbs=100)
+    ctx = cost.Context(global_batch=16, micro_batches=2, pp=1, stage=0)
+    layer, ranks = spec.layers[0], list(range(8))
+    fwd = machine.forward_s(layer, 1, 1)
+    nbytes = layer.params * spec.bytes_per_param["params"]
+    gather = machine.collective_s("all_gather", nbytes, ranks, fwd)
+    reduce = machine.collective_s("reduce_scatter", layer.params * spec.bytes_per_param["grads"], ranks, 2 * fwd)
+    assert gather > 0 and reduce > 0
+    plain = cost.layer_cost(spec, 0, parse("pp1-sdp8"), machine, ctx)
+    assert plain.microbatch_s == pytest.approx(3 * fwd + 2 * gather + reduce) and plain.sync_s == 0
+    recomputed = cost.layer_cost(spec, 0, parse("pp1-sdp8+ckpt"), machine, ctx)
+    assert recomputed.microbatch_s == pytest.approx(plain.microbatch_s + fwd)
+
+
 def test_relayout_moves_only_what_a_rank_lacks():
     from loom.plan.strategies import parse
     stage = list(range(4))
