@@ -15,7 +15,9 @@ Calibration (loom.plan.calibrate, on by default): each layer's forward is profil
 (a fixed cost per call and a cost per sample), ranks sharing cores (--cores, default the CPUs this
 process may use) compute at cores / ranks of a core's speed while all are busy, and a small all-reduce
 is timed in groups of each size while every rank computes: what it takes beyond Loom's model is added
-to every collective of such a group.
+to every collective of such a group. Every process (calibration and training) is bound to a core,
+round-robin by default (--cpu-bind, loom.parallel.bind_cpu): unbound, the kernel moves ranks between
+shared cores mid-step, and the times move with it.
 """
 import argparse
 import json
@@ -93,6 +95,7 @@ def train(args, model_args, path, timings):
     """The step times (seconds) of steps 3.. of one training run of a plan, or the error's last line."""
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
                            str(args.ranks), TRAIN, *model_args, "--plan", path, "--steps", str(args.steps),
+                           "--cpu-bind", args.cpu_bind,
                            "--save", "", "--plot", "", "--timings", timings],
                           capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     if proc.returncode != 0:
@@ -117,6 +120,9 @@ def main():
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--cores", type=float, default=len(os.sched_getaffinity(0)),
                     help="cores the ranks share (default: the CPUs this process may run on)")
+    ap.add_argument("--cpu-bind", choices=("none", "round-robin", "block"), default="round-robin",
+                    help="how ranks are bound to cores, in the calibration and the training runs "
+                         "(loom.parallel.bind_cpu; round-robin is what the model of shared cores assumes)")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="linear compute from one profile, no core sharing, no measured per-collective cost")
     ap.add_argument("--model-args", help=f"train_gpt.py's model flags (default: {GPT})")
@@ -139,7 +145,7 @@ def main():
 
         cores = args.cores
         overhead = {}
-        for g, points in collective_overhead(args.ranks, collectives).items():
+        for g, points in collective_overhead(args.ranks, collectives, cpu_bind=args.cpu_bind).items():
             overhead[g] = [(gap, max(0.0, measured - predicted)) for gap, measured, predicted in points]
             what = "a pipeline boundary's send and receive" if g == "p2p" else f"4-byte all_reduce in groups of {g}"
             print(f"{what} while {args.ranks} ranks compute on {cores:g} cores, "

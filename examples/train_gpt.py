@@ -64,6 +64,8 @@ def parse_args():
     ap.add_argument("--resume", action="store_true", help="continue from the checkpoint in --save")
     ap.add_argument("--plot", default="loss.png", help="loss curve written by rank 0 ('' for none)")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda (one GPU per local rank)")
+    ap.add_argument("--cpu-bind", choices=lp.cpu_binding.POLICIES, default="none",
+                    help="bind each CPU rank to a core (loom.parallel.bind_cpu); round-robin for more ranks than cores")
     ap.add_argument("--plan", metavar="FILE",
                     help="run loom-plan's plan: it sets the stages, every layer's TP/DP/SDP layout and checkpointing, "
                          "and the micro-batches (the model flags must be those it was planned for)")
@@ -291,7 +293,7 @@ def describe(args):
     from loom.plan.model import save
 
     if args.describe_ranks > 1:
-        spec = concurrent_profile(functools.partial(measure_model, args), args.describe_ranks)
+        spec = concurrent_profile(functools.partial(measure_model, args), args.describe_ranks, args.cpu_bind)
     else:
         spec = measure_model(args)
     save(spec, args.describe)
@@ -309,6 +311,7 @@ def main():
     if device.type == "cuda":
         torch.cuda.set_device(device)
     torch.set_num_threads(1)
+    lp.bind_cpu(args.cpu_bind, local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
     dist.init_process_group("loom", timeout=timedelta(minutes=5))
     job = layered_job(args, device) if args.layered else mesh_job(args, device)
     config = config_of(args)

@@ -31,6 +31,6 @@ def test_example_trains_and_resumes():
     first, last = history[0][1], history[-1][1]
     assert last < first - 0.3, f"loss {first:.3f} -> {last:.3f} did not fall clearly"
     train(interrupted, 4)
-    out, resumed = train(interrupted, 8, "--resume")
+    out, resumed = train(interrupted, 8, "--resume", "--cpu-bind", "round-robin")  # bound: the same numbers
     assert "resumed at step 4" in out, out
     assert resumed == history, f"resumed run {resumed} differs from the uninterrupted {history}"

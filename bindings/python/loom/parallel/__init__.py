@@ -7,8 +7,10 @@
 One module per concept: mesh (rank layout, groups), data_parallel + buckets + zero (DP, ZeRO-1/2),
 sharded (ZeRO-3), mappings + tensor_parallel + cross_entropy (TP, sequence parallelism), schedules + schedule_check +
 schedule_sim + pipeline (PP), grads (sums across groups after backward), layout + relayout + layer_mesh +
-stage_model (layers with their own TP/DP/SDP layouts, loom-plan's per-layer plans), gpt (the example's model).
+stage_model (layers with their own TP/DP/SDP layouts, loom-plan's per-layer plans), gpt (the example's model),
+cpu_binding (CPU ranks bound to cores).
 """
+from .cpu_binding import bind_cpu
 from .cross_entropy import vocab_parallel_cross_entropy
 from .data_parallel import DataParallel
 from .grads import finalize_grads
@@ -27,5 +29,5 @@ from .zero import ZeroOptimizer
 
 __all__ = ["ColumnParallelLinear", "DataParallel", "LayerLayout", "LayerMesh", "Mesh", "Pipeline", "Relayout",
            "RowParallelLinear", "ScheduleError", "ShardedDataParallel", "StageModel", "VocabParallelEmbedding",
-           "ZeroOptimizer", "build_schedule", "check", "finalize_grads", "finalize_stage_grads", "init_layer_mesh",
+           "ZeroOptimizer", "bind_cpu", "build_schedule", "check", "finalize_grads", "finalize_stage_grads", "init_layer_mesh",
            "init_mesh", "plan_relayout", "rank_groups", "simulate", "split_layers", "vocab_parallel_cross_entropy"]

@@ -22,22 +22,26 @@ import torch.multiprocessing as mp
 from .model import ModelSpec
 
 
-def _profile_worker(rank, describe, barrier, outdir):
+def _profile_worker(rank, ranks, describe, barrier, outdir, cpu_bind):
     import torch
 
+    from loom.parallel.cpu_binding import bind_cpu
+
     torch.set_num_threads(1)
+    bind_cpu(cpu_bind, rank, ranks)
     barrier.wait()
     spec = describe()
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
         json.dump(spec.to_json(), f)
 
 
-def concurrent_profile(describe, ranks):
-    """describe() -> ModelSpec (a picklable callable), run by `ranks` processes at once; the result
-    has each layer's largest forward times (per sample and per call)."""
+def concurrent_profile(describe, ranks, cpu_bind="none"):
+    """describe() -> ModelSpec (a picklable callable), run by `ranks` processes at once (bound to cores
+    by loom.parallel.bind_cpu's `cpu_bind`, as the training run will be); the result has each layer's
+    largest forward times (per sample and per call)."""
     outdir = tempfile.mkdtemp(prefix="loom-plan-profile-")
     barrier = mp.get_context("spawn").Barrier(ranks)
-    mp.spawn(_profile_worker, args=(describe, barrier, outdir), nprocs=ranks, join=True)
+    mp.spawn(_profile_worker, args=(ranks, describe, barrier, outdir, cpu_bind), nprocs=ranks, join=True)
     specs = []
     for r in range(ranks):
         with open(os.path.join(outdir, f"rank{r}.json")) as f:
@@ -56,13 +60,15 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _loaded_worker(rank, ranks, port, sizes, works, nbytes, iterations, rounds, outdir):
+def _loaded_worker(rank, ranks, port, sizes, works, nbytes, iterations, rounds, outdir, cpu_bind):
     import torch
     import torch.distributed as dist
 
     import loom.torch  # noqa: F401 - registers the backend
+    from loom.parallel.cpu_binding import bind_cpu
 
     torch.set_num_threads(1)
+    bind_cpu(cpu_bind, rank, ranks)
     dist.init_process_group("loom", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks,
                             timeout=timedelta(seconds=120))
     groups = {}
@@ -124,17 +130,18 @@ def _loaded_worker(rank, ranks, port, sizes, works, nbytes, iterations, rounds, 
     dist.destroy_process_group()
 
 
-def loaded_collective_s(ranks, sizes=None, works=(1, 4, 16), nbytes=4, iterations=160, rounds=3):
+def loaded_collective_s(ranks, sizes=None, works=(1, 4, 16), nbytes=4, iterations=160, rounds=3, cpu_bind="none"):
     """{group size: [(gap, seconds), ...], "p2p": [...]}: what a small all-reduce adds to a loop of
     compute when all `ranks` processes of the loom backend run such loops at once, each in groups of
     consecutive ranks of that size, after `gap` seconds of compute (wall time, every rank computing: 1,
     4 and 16 small matrix products): the dispatch, and on shared cores the wait for the group's other
     ranks to be scheduled. Medians over rounds of the slowest rank's time per iteration, with the
     all-reduce minus without. "p2p": what one crossing of a pipeline boundary (a send and its receive
-    between the two halves of the ranks, both computing) adds, at the same gaps."""
+    between the two halves of the ranks, both computing) adds, at the same gaps. cpu_bind: how the
+    processes are bound to cores (loom.parallel.bind_cpu), as the training run binds them."""
     sizes = sizes or [g for g in (2 ** k for k in range(1, 16)) if g <= ranks]
     outdir = tempfile.mkdtemp(prefix="loom-plan-collective-")
-    mp.spawn(_loaded_worker, args=(ranks, _free_port(), sizes, works, nbytes, iterations, rounds, outdir),
+    mp.spawn(_loaded_worker, args=(ranks, _free_port(), sizes, works, nbytes, iterations, rounds, outdir, cpu_bind),
              nprocs=ranks, join=True)
     per_rank = []
     for r in range(ranks):
@@ -156,13 +163,13 @@ def loaded_collective_s(ranks, sizes=None, works=(1, 4, 16), nbytes=4, iteration
     return out
 
 
-def collective_overhead(ranks, collectives, nbytes=4):
+def collective_overhead(ranks, collectives, nbytes=4, cpu_bind="none"):
     """{group size or "p2p": [(gap, measured, predicted), ...]} seconds of a small all-reduce (a pipeline
     boundary's send and receive) under load (loaded_collective_s) and Loom's model of it. Machine's
     collective_overhead_s takes {g: [(gap, measured - predicted), ...]}: what the model lacks."""
     out = {}
     half = ranks // 2
-    for g, points in loaded_collective_s(ranks, nbytes=nbytes).items():
+    for g, points in loaded_collective_s(ranks, nbytes=nbytes, cpu_bind=cpu_bind).items():
         if g == "p2p":
             predicted = collectives.p2p(nbytes, [(r, r + half) for r in range(half)]) * 1e-6
         else:

@@ -1,0 +1,51 @@
+"""loom.parallel.bind_cpu: each policy puts a local rank on the core it promises, in a child process (a
+binding is the process's for good), and bad input is refused with the problem named."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from loom.parallel.cpu_binding import bind_cpu
+
+CORES = sorted(os.sched_getaffinity(0))
+
+
+def bound(policy, rank, ranks, env=None):
+    """(core returned, affinity after) of bind_cpu in a fresh Python."""
+    code = ("import os; from loom.parallel.cpu_binding import bind_cpu; "
+            f"c = bind_cpu({policy!r}, {rank}, {ranks}); print(c, sorted(os.sched_getaffinity(0)))")
+    if env is not None:
+        code = code.replace(f", {rank}, {ranks})", ")")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, **(env or {}))).stdout.split(" ", 1)
+    return (None if out[0] == "None" else int(out[0])), eval(out[1])
+
+
+@pytest.mark.parametrize("ranks", [len(CORES), 2 * len(CORES), 2 * len(CORES) + 1])
+def test_round_robin_and_block_place_ranks(ranks):
+    for rank in range(ranks):
+        core, affinity = bound("round-robin", rank, ranks)
+        assert core == CORES[rank % len(CORES)] and affinity == [core]
+        core, affinity = bound("block", rank, ranks)
+        assert core == CORES[rank * len(CORES) // ranks] and affinity == [core]
+
+
+def test_none_leaves_the_affinity_and_torchrun_variables_are_read():
+    assert bound("none", 0, 4) == (None, CORES)
+    core, _ = bound("round-robin", 0, 0, env={"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"})
+    assert core == CORES[1 % len(CORES)]
+
+
+def test_bad_input_is_named():
+    with pytest.raises(ValueError, match="unknown policy 'spread'"):
+        bind_cpu("spread", 0, 2)
+    with pytest.raises(ValueError, match=r"local rank 2 is not in \[0, 2\)"):
+        bind_cpu("block", 2, 2)
+    saved = {k: os.environ.pop(k) for k in ("LOCAL_RANK", "LOCAL_WORLD_SIZE") if k in os.environ}
+    try:
+        with pytest.raises(ValueError, match="LOCAL_RANK and LOCAL_WORLD_SIZE not set"):
+            bind_cpu("round-robin")
+    finally:
+        os.environ.update(saved)
+    assert sorted(os.sched_getaffinity(0)) == CORES  # nothing bound by a refusal
