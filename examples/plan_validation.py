@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 
+from loom.parallel.cpu_binding import POLICIES
 from loom.plan import model as model_desc
 from loom.plan.machine import Machine, calibrated_flops, collective_model
 from loom.plan.search import search, split_even
@@ -120,7 +121,7 @@ def main():
     ap.add_argument("--micro-batches", type=int, default=4)
     ap.add_argument("--cores", type=float, default=len(os.sched_getaffinity(0)),
                     help="cores the ranks share (default: the CPUs this process may run on)")
-    ap.add_argument("--cpu-bind", choices=("none", "round-robin", "block"), default="round-robin",
+    ap.add_argument("--cpu-bind", choices=POLICIES, default="round-robin",
                     help="how ranks are bound to cores, in the calibration and the training runs "
                          "(loom.parallel.bind_cpu; round-robin is what the model of shared cores assumes)")
     ap.add_argument("--no-calibrate", action="store_true",
