@@ -1,5 +1,6 @@
 """loom.parallel.bind_cpu: each policy puts a local rank on the core it promises, in a child process (a
 binding is the process's for good), and bad input is refused with the problem named."""
+import ast
 import os
 import subprocess
 import sys
@@ -11,15 +12,14 @@ from loom.parallel.cpu_binding import bind_cpu
 CORES = sorted(os.sched_getaffinity(0))
 
 
-def bound(policy, rank, ranks, env=None):
-    """(core returned, affinity after) of bind_cpu in a fresh Python."""
+def bound(policy, *where, env=None):
+    """(core returned, affinity after) of bind_cpu(policy, *where) in a fresh Python."""
+    call = ", ".join([repr(policy), *map(str, where)])
     code = ("import os; from loom.parallel.cpu_binding import bind_cpu; "
-            f"c = bind_cpu({policy!r}, {rank}, {ranks}); print(c, sorted(os.sched_getaffinity(0)))")
-    if env is not None:
-        code = code.replace(f", {rank}, {ranks})", ")")
+            f"c = bind_cpu({call}); print(c, sorted(os.sched_getaffinity(0)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=dict(os.environ, **(env or {}))).stdout.split(" ", 1)
-    return (None if out[0] == "None" else int(out[0])), eval(out[1])
+    return (None if out[0] == "None" else int(out[0])), ast.literal_eval(out[1])
 
 
 @pytest.mark.parametrize("ranks", [len(CORES), 2 * len(CORES), 2 * len(CORES) + 1])
@@ -33,7 +33,7 @@ def test_round_robin_and_block_place_ranks(ranks):
 
 def test_none_leaves_the_affinity_and_torchrun_variables_are_read():
     assert bound("none", 0, 4) == (None, CORES)
-    core, _ = bound("round-robin", 0, 0, env={"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"})
+    core, _ = bound("round-robin", env={"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"})
     assert core == CORES[1 % len(CORES)]
 
 
