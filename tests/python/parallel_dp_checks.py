@@ -137,3 +137,62 @@ def sharded_data_parallel_matches_plain_data_parallel(rank, world):
         opt_sharded.step()
     for got, want in zip(sharded.full_parameters(), plain.module.parameters()):
         torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+
+
+def _collective_sequence(model, x, y):
+    """The collectives model's forward and backward issue, in order: ('gather' | 'reduce', async_op)."""
+    calls = []
+    real_gather, real_reduce = dist.all_gather_into_tensor, dist.reduce_scatter_tensor
+
+    def gather(*args, **kwargs):
+        calls.append(("gather", kwargs.get("async_op", False)))
+        return real_gather(*args, **kwargs)
+
+    def reduce(*args, **kwargs):
+        calls.append(("reduce", kwargs.get("async_op", False)))
+        return real_reduce(*args, **kwargs)
+
+    dist.all_gather_into_tensor, dist.reduce_scatter_tensor = gather, reduce
+    try:
+        out = model(x)
+        forward = list(calls)
+        nn.functional.mse_loss(out, y).backward()
+    finally:
+        dist.all_gather_into_tensor, dist.reduce_scatter_tensor = real_gather, real_reduce
+    return forward, calls[len(forward):]
+
+
+@check
+def sharded_prefetch_runs_the_next_gather_beside_this_unit(rank, world):
+    # Three units. With prefetch a unit's forward starts the next one's gather before it computes, and
+    # a unit's backward starts the previous one's gather before its own reduce-scatter is issued; the
+    # reduce-scatters run in the background until the end of backward. Without, each gather and
+    # reduce-scatter is issued where it is needed. Both give plain DP's gradients.
+    from loom.parallel.sharded import ShardedDataParallel
+
+    x, y = data(rank, width=24, batch=8)
+    want = expected_mean_grads(mlp(layers=3, width=24), world, x, y)
+    for prefetch in (True, False):
+        model = ShardedDataParallel(mlp(layers=3, width=24), prefetch=prefetch)
+        first = model(x)  # the first forward records the order the next ones prefetch by
+        nn.functional.mse_loss(first, y).backward()
+        model.zero_grad()
+        fwd, bwd = _collective_sequence(model, x, y)
+        names = [name for name, _ in bwd]
+        assert [n for n, _ in fwd] == ["gather"] * 3, fwd
+        if prefetch:
+            assert names == ["gather", "gather", "reduce", "gather", "reduce", "reduce"], bwd
+            assert all(asynchronous for _, asynchronous in fwd[1:] + bwd), (fwd, bwd)
+        else:
+            assert names == ["gather", "reduce", "gather", "reduce", "gather", "reduce"], bwd
+        assert all(p.numel() == 0 for u in model.units for p in u.params)
+        assert not model._reducing
+        got = torch.cat([u.shard.grad for u in model.units])
+        whole = [torch.empty_like(got) for _ in range(world)]
+        dist.all_gather(whole, got)
+        offset, pieces = 0, []
+        for u, size in zip(model.units, [u.shard_size for u in model.units]):  # undo each unit's padding
+            unit = torch.cat([w[offset:offset + size] for w in whole])[:sum(u.numels)]
+            pieces.append(unit)
+            offset += size
+        torch.testing.assert_close(torch.cat(pieces), want, rtol=1e-5, atol=1e-7)

@@ -3,28 +3,19 @@ tables, and the real cost tables of small models on a modelled machine), plans f
 choices move the way Galvatron's findings say (PP across a slow network, SDP or checkpointing when
 memory is tight, plain DP when it is not)."""
 import json
-import os
 import random
 import subprocess
 import sys
 
 import pytest
 
-import loom
+from harness import package_env
 from loom.plan import cost, search as S
 from loom.plan.machine import Machine, collective_model
 from loom.plan.model import Layer, ModelSpec, describe_module, save
 from loom.plan.strategies import strategies
 
 INF = float("inf")
-
-
-def package_env(**extra):
-    """The environment for a child Python: this test's loom package first on its path, whatever a .pth
-    file in site-packages points at."""
-    here = os.path.dirname(os.path.dirname(loom.__file__))
-    path = os.pathsep.join([here] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 def random_case(rng):
@@ -131,22 +122,31 @@ def test_tight_memory_brings_sdp_or_checkpointing():
 
 
 def test_sdp_is_priced_as_sharded_data_parallel_runs_it():
-    # ShardedDataParallel gathers before forward and before backward and reduce-scatters after each
-    # micro-batch's backward, all synchronous: they add to the micro-batch, nothing waits for the step's
-    # end; a recomputation reuses the backward's gather.
+    # ShardedDataParallel prefetches: the gather runs beside the forward, the backward's gather and the
+    # reduce-scatter beside the backward, each pair slowed by the overlap coefficient k while both run;
+    # nothing waits for the step's end; a recomputation reuses the backward's gather and gives it more
+    # compute to hide behind.
     from loom.plan.strategies import parse
     spec, machine = bert_like(layers=1), modelled(8, 40e9, intra_gbs=100)
     ctx = cost.Context(global_batch=16, micro_batches=2, pp=1, stage=0)
-    layer, ranks = spec.layers[0], list(range(8))
+    layer, ranks, k = spec.layers[0], list(range(8)), machine.overlap_slowdown
     fwd = machine.forward_s(layer, 1, 1)
     nbytes = layer.params * spec.bytes_per_param["params"]
     gather = machine.collective_s("all_gather", nbytes, ranks, fwd)
     reduce = machine.collective_s("reduce_scatter", layer.params * spec.bytes_per_param["grads"], ranks, 2 * fwd)
-    assert gather > 0 and reduce > 0
+    assert gather > 0 and reduce > 0 and k > 1
+
+    def beside(compute, comm):
+        return max(compute, comm) + (k - 1) * min(compute, comm)
+
     plain = cost.layer_cost(spec, 0, parse("pp1-sdp8"), machine, ctx)
-    assert plain.microbatch_s == pytest.approx(3 * fwd + 2 * gather + reduce) and plain.sync_s == 0
+    assert plain.microbatch_s == pytest.approx(beside(fwd, gather) + beside(2 * fwd, gather + reduce))
+    assert plain.sync_s == 0
     recomputed = cost.layer_cost(spec, 0, parse("pp1-sdp8+ckpt"), machine, ctx)
-    assert recomputed.microbatch_s == pytest.approx(plain.microbatch_s + fwd)
+    assert recomputed.microbatch_s == pytest.approx(beside(fwd, gather) + beside(3 * fwd, gather + reduce))
+    slow = modelled(8, 40e9, intra_gbs=1)  # communication far longer than compute: it sets the time
+    exposed = cost.layer_cost(spec, 0, parse("pp1-sdp8"), slow, ctx)
+    assert exposed.microbatch_s > 2 * slow.collective_s("all_gather", nbytes, ranks, fwd)
 
 
 def test_relayout_moves_only_what_a_rank_lacks():

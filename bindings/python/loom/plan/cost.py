@@ -13,10 +13,11 @@ m * share) slots. Per layer l and strategy s (tp, dp, sdp, checkpointing), with 
   FLOPs / speed), backward 2F, recomputation F more;
 - TP: tp_comm_bytes * b all-reduced over the TP group in forward, again in backward (and in the
   recomputation), in the layer's tp_calls all-reduces (each paying the per-collective overhead);
-- SDP (ZeRO-3) as loom.parallel.ShardedDataParallel runs it: the layer's parameters all-gathered
-  before its forward and again before its backward, its gradients reduce-scattered after each
-  micro-batch's backward, all three synchronous (no prefetch, no overlap: they add to the micro-batch's
-  time, and nothing is left for the step's end); a recomputation reuses the backward's gather;
+- SDP (ZeRO-3) as loom.parallel.ShardedDataParallel runs it, with prefetch: the layer's parameters
+  all-gathered beside the forward (the previous layer's forward starts it) and again beside the
+  backward, with its gradients' reduce-scatter, each slowed by the overlap coefficient; priced against
+  the layer's own compute (the first layer's gather, which nothing hides, is not told apart); a
+  recomputation reuses the backward's gather and adds compute for them to hide behind;
 - DP: gradients all-reduced once per step, behind the last micro-batch's backward;
 - memory: parameters, gradients and optimizer states / tp (/ dp with SDP); activations of the
   micro-batches in flight (1F1B: p - stage of them), per micro-batch activation_bytes * b with the
@@ -100,19 +101,19 @@ def layer_cost(spec, index, strategy, machine, ctx):
         calls = layer.tp_calls / 2
         gap = compute / (layer.tp_calls * (1.5 if strategy.checkpoint else 1))  # compute between two of them
         tp_ar = calls * machine.collective_s("all_reduce", layer.tp_comm_bytes * b / calls, tp_group, gap)
+    recompute_s = (fwd + tp_ar) if strategy.checkpoint else 0.0
     if strategy.sdp:
-        # The gathers and the reduce-scatter wait for each other and for the compute (sharded.py).
+        # Prefetched gathers and background reduce-scatters run beside the compute (sharded.py).
         gather = machine.collective_s("all_gather", param_bytes, dp_group, fwd)
         reduce = machine.collective_s("reduce_scatter", grad_bytes, dp_group, bwd)
-        fwd_t, bwd_t = fwd + gather, bwd + gather + reduce
+        fwd_t = _overlapped(fwd, gather, k)
+        bwd_t = _overlapped(bwd + recompute_s, gather + reduce, k) - recompute_s
         sync = 0.0
     else:
         fwd_t, bwd_t = fwd, bwd
         grad_sync = machine.collective_s("all_reduce", grad_bytes, dp_group)
         sync = _overlapped(bwd, grad_sync, k) - bwd
-    micro = fwd_t + bwd_t + 2 * tp_ar
-    if strategy.checkpoint:
-        micro += fwd + tp_ar
+    micro = fwd_t + bwd_t + 2 * tp_ar + recompute_s
 
     states = layer.params / strategy.tp * spec.state_bytes_per_param / (strategy.dp if strategy.sdp else 1)
     input_bytes = spec.layers[index - 1].output_bytes if index > 0 else 0
