@@ -15,7 +15,8 @@ Calibration (loom.plan.calibrate, on by default): each layer's forward is profil
 (a fixed cost per call and a cost per sample), ranks sharing cores (--cores, default the CPUs this
 process may use) compute at cores / ranks of a core's speed while all are busy, and a small all-reduce
 is timed in groups of each size while every rank computes: what it takes beyond Loom's model is added
-to every collective of such a group. Every process (calibration and training) is bound to a core,
+to every collective of such a group, and the overlap slowdown (compute beside an all-reduce, against
+each alone) is measured rather than taken as Galvatron's 1.3. Every process (calibration and training) is bound to a core,
 round-robin by default (--cpu-bind, loom.parallel.bind_cpu): unbound, the kernel moves ranks between
 shared cores mid-step, and the times move with it.
 """
@@ -136,13 +137,13 @@ def main():
                    check=True, capture_output=True)
     spec = model_desc.load(spec_path)
     collectives = collective_model(args.ranks)
-    overhead, cores = 0.0, None
+    overhead, cores, slowdown = 0.0, None, Machine.overlap_slowdown  # Galvatron's 1.3 uncalibrated
     if args.no_calibrate:
         for layer in spec.layers:  # what one profile at the micro-batch size gives: a time per sample
             layer.forward_s += (layer.forward_fixed_s or 0.0) / mbs
             layer.forward_fixed_s = None
     else:
-        from loom.plan.calibrate import collective_overhead
+        from loom.plan.calibrate import collective_overhead, overlap_slowdown
 
         cores = args.cores
         overhead = {}
@@ -153,8 +154,12 @@ def main():
                   f"us after compute of " + ", ".join(f"{gap * 1e6:.0f}: {measured * 1e6:.0f}"
                                                        for gap, measured, _ in points)
                   + f" (model {points[0][2] * 1e6:.1f})", flush=True)
+        slowdown, points = overlap_slowdown(args.ranks, cpu_bind=args.cpu_bind)
+        print(f"overlap slowdown {slowdown:.2f} (compute {points[0][1] * 1e6:.0f} us beside an all_reduce of "
+              + ", ".join(f"{n >> 10} KiB: alone {m * 1e6:.0f}, both {t * 1e6:.0f} us" for n, _, m, t, _ in points)
+              + ")", flush=True)
     machine = Machine(devices=args.ranks, memory_bytes=args.memory_mb * 1e6, flops_per_s=calibrated_flops(spec) or 1e10,
-                      collectives=collectives, collective_overhead_s=overhead, cores=cores)
+                      collectives=collectives, collective_overhead_s=overhead, cores=cores, overlap_slowdown=slowdown)
     plan = search(spec, machine, args.global_batch, checkpointing=args.checkpointing,
                   micro_batches=[args.micro_batches], sdp=args.sdp)
     chosen, runs = candidates(plan, len(spec.layers), args.per_layer)

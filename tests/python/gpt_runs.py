@@ -5,18 +5,10 @@ import sys
 
 import torch
 
-import loom
+from harness import package_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "train_gpt.py")
-
-
-def package_env(**extra):
-    """The environment for a child Python: this test's loom package first on its path, whatever a .pth
-    file in site-packages points at."""
-    here = os.path.dirname(os.path.dirname(loom.__file__))
-    path = os.pathsep.join([here] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 def train(workdir, name, nproc, *args):

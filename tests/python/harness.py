@@ -13,6 +13,16 @@ import traceback
 import torch.multiprocessing as mp
 
 
+def package_env(**extra):
+    """The environment for a child Python: the loom package this test imported first on its path,
+    whatever a .pth file in site-packages points at."""
+    import loom
+
+    here = os.path.dirname(os.path.dirname(loom.__file__))
+    path = os.pathsep.join([here] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,21 +1,12 @@
 """loom.plan's strategy space: Galvatron's counts (11, 22, 37 strategies for 4, 8, 16 devices; twice as
 many with checkpointing), names that parse back, groups that tile each stage, and loom-plan's listing."""
-import os
 import subprocess
 import sys
 
 import pytest
 
-import loom
+from harness import package_env
 from loom.plan import Strategy, parse, strategies
-
-
-def package_env(**extra):
-    """The environment for a child Python: this test's loom package first on its path, whatever a .pth
-    file in site-packages points at."""
-    here = os.path.dirname(os.path.dirname(loom.__file__))
-    path = os.pathsep.join([here] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 @pytest.mark.parametrize("devices,count", [(1, 1), (2, 4), (4, 11), (8, 22), (16, 37)])

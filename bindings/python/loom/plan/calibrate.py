@@ -8,8 +8,12 @@
   difference is a per-collective cost the model does not have (Python and torch dispatch, ranks
   waiting to be scheduled on shared cores), which Machine adds to every collective and transfer of a
   group of that size (`collective_overhead_s`).
+- overlap_slowdown: Galvatron's overlap coefficient measured: compute with an all-reduce of the whole
+  job running beside it (async), against each alone; how much slower each runs while both do
+  (`Machine.overlap_slowdown`, which prices gradient reductions and SDP's prefetched gathers).
 """
 import json
+import math
 import os
 import socket
 import statistics
@@ -176,3 +180,79 @@ def collective_overhead(ranks, collectives, nbytes=4, cpu_bind="none"):
             predicted = collectives.collective("all_reduce", nbytes, list(range(g)))["time_us"] * 1e-6
         out[g] = [(gap, seconds, predicted) for gap, seconds in points]
     return out
+
+
+def _overlap_worker(rank, ranks, port, sizes, work, iterations, rounds, outdir, cpu_bind):
+    import torch
+    import torch.distributed as dist
+
+    import loom.torch  # noqa: F401 - registers the backend
+    from loom.parallel.cpu_binding import bind_cpu
+
+    torch.set_num_threads(1)
+    bind_cpu(cpu_bind, rank, ranks)
+    dist.init_process_group("loom", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks,
+                            timeout=timedelta(seconds=120))
+    a, b = torch.randn(128, 128), torch.randn(128, 128)
+    buffers = {n: torch.ones(max(1, n // 4)) for n in sizes}
+
+    def compute():
+        for _ in range(work):
+            torch.mm(a, b)
+
+    def timed(fn):
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(iterations):
+            fn()
+        return (time.perf_counter() - start) / iterations
+
+    def both(x):
+        pending = dist.all_reduce(x, async_op=True)
+        compute()
+        pending.wait()
+
+    for x in buffers.values():  # connections and buffers warmed
+        dist.all_reduce(x)
+    samples = {}
+    for _ in range(rounds):
+        samples.setdefault("compute", []).append(timed(compute))
+        for n, x in buffers.items():
+            samples.setdefault(f"comm{n}", []).append(timed(lambda x=x: dist.all_reduce(x)))
+            samples.setdefault(f"both{n}", []).append(timed(lambda x=x: both(x)))
+    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
+        json.dump(samples, f)
+    dist.destroy_process_group()
+
+
+def overlap_slowdown(ranks, sizes=(16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20), work=16, iterations=8,
+                     rounds=3, cpu_bind="none"):
+    """(k, [(bytes, compute s, all-reduce s, both s, k at that size), ...]): Galvatron's overlap
+    coefficient on this machine for `ranks` processes of the loom backend (bound by `cpu_bind`): every
+    rank runs `work` small matrix products while an all-reduce over all ranks runs beside them (issued
+    async before, waited after), against each alone. With both = max(c, m) + (k - 1) * min(c, m) (the
+    planner's model of overlap, cost._overlapped), k = 1 + (both - max) / min; 1 when they overlap
+    perfectly, 2 when they take turns, more when running together costs extra. The k reported is the
+    median over the sizes whose all-reduce takes a third to three times the compute's time, where it
+    matters most (else the size closest to it); slowest rank's times, medians over rounds."""
+    outdir = tempfile.mkdtemp(prefix="loom-plan-overlap-")
+    mp.spawn(_overlap_worker, args=(ranks, _free_port(), list(sizes), work, iterations, rounds, outdir, cpu_bind),
+             nprocs=ranks, join=True)
+    per_rank = []
+    for r in range(ranks):
+        with open(os.path.join(outdir, f"rank{r}.json")) as f:
+            per_rank.append(json.load(f))
+
+    def slowest(key):
+        return statistics.median(max(p[key][i] for p in per_rank) for i in range(rounds))
+
+    c = slowest("compute")
+    points = []
+    for n in sizes:
+        m, t = slowest(f"comm{n}"), slowest(f"both{n}")
+        k = 1.0 + max(0.0, t - max(c, m)) / min(c, m)
+        points.append((n, c, m, t, k))
+    alike = [p[4] for p in points if abs(math.log(p[2] / p[1])) <= math.log(3)]
+    if alike:
+        return statistics.median(alike), points
+    return min(points, key=lambda p: abs(math.log(p[2] / p[1])))[4], points

@@ -40,8 +40,13 @@ def parser():
                          "do (default: device, unless the topology has no GPUs)")
     for name in MACHINE_FIELDS:
         ap.add_argument("--" + name.replace("_", "-"), type=float, help="as loom-sim's flag of that name")
-    ap.add_argument("--overlap-slowdown", type=float, default=1.3,
-                    help="how much slower compute and communication run while overlapping (default 1.3)")
+    overlap = ap.add_mutually_exclusive_group()
+    overlap.add_argument("--overlap-slowdown", type=float, default=1.3,
+                         help="how much slower compute and communication run while overlapping (default 1.3, "
+                              "Galvatron's)")
+    overlap.add_argument("--measure-overlap", action="store_true",
+                         help="measure the overlap slowdown here, with --devices CPU ranks bound to cores "
+                              "round-robin (loom.plan.calibrate.overlap_slowdown; a few seconds)")
     ap.add_argument("--collective-overhead-us", type=float, default=0.0,
                     help="added to every collective and transfer: what a small real all-reduce takes beyond "
                          "the model's prediction (loom.plan.calibrate.collective_overhead)")
@@ -66,6 +71,11 @@ def plan_command(args):
     spec = model_desc.load(args.model)
     flops = args.tflops * 1e12 if args.tflops else (calibrated_flops(spec) or measure_flops())
     fields = {name: getattr(args, name) for name in MACHINE_FIELDS}
+    if args.measure_overlap:
+        from .calibrate import overlap_slowdown
+
+        args.overlap_slowdown, _ = overlap_slowdown(args.devices, cpu_bind="round-robin")
+        print(f"overlap slowdown measured with {args.devices} ranks: {args.overlap_slowdown:.2f}", file=sys.stderr)
     collectives = collective_model(args.devices, args.topology, args.ranks_per_node, args.memory_kind, **fields)
     machine = Machine(devices=args.devices, memory_bytes=args.memory_gb * GB, flops_per_s=flops,
                       collectives=collectives, overlap_slowdown=args.overlap_slowdown,
