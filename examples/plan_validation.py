@@ -155,9 +155,12 @@ def main():
                                                        for gap, measured, _ in points)
                   + f" (model {points[0][2] * 1e6:.1f})", flush=True)
         slowdown, points = overlap_slowdown(args.ranks, cpu_bind=args.cpu_bind)
-        print(f"overlap slowdown {slowdown:.2f} (compute {points[0][1] * 1e6:.0f} us beside an all_reduce of "
-              + ", ".join(f"{n >> 10} KiB: alone {m * 1e6:.0f}, both {t * 1e6:.0f} us" for n, _, m, t, _ in points)
-              + ")", flush=True)
+        print(f"overlap slowdown {slowdown:.2f}; compute {points[0][1] * 1e6:.0f} us beside an all_reduce of "
+              f"{args.ranks} ranks, us:", flush=True)
+        for n, _, m, t, k in points:  # the all-reduce alone is also a check of the model at real sizes
+            model_us = collectives.collective("all_reduce", n, list(range(args.ranks)))["time_us"]
+            print(f"  {n >> 10:5d} KiB: alone {m * 1e6:7.0f} (model {model_us:7.0f}), with the compute "
+                  f"{t * 1e6:7.0f}, k {k:.2f}", flush=True)
     machine = Machine(devices=args.ranks, memory_bytes=args.memory_mb * 1e6, flops_per_s=calibrated_flops(spec) or 1e10,
                       collectives=collectives, collective_overhead_s=overhead, cores=cores, overlap_slowdown=slowdown)
     plan = search(spec, machine, args.global_batch, checkpointing=args.checkpointing,

@@ -225,7 +225,7 @@ def _overlap_worker(rank, ranks, port, sizes, work, iterations, rounds, outdir, 
     dist.destroy_process_group()
 
 
-def overlap_slowdown(ranks, sizes=(16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20), work=16, iterations=8,
+def overlap_slowdown(ranks, sizes=(16 << 10, 128 << 10, 1 << 20, 4 << 20, 16 << 20), work=16, iterations=8,
                      rounds=3, cpu_bind="none"):
     """(k, [(bytes, compute s, all-reduce s, both s, k at that size), ...]): Galvatron's overlap
     coefficient on this machine for `ranks` processes of the loom backend (bound by `cpu_bind`): every
