@@ -169,12 +169,12 @@ class ShardedDataParallel(nn.Module):
                 flat[offset:offset + n].copy_(p.grad.reshape(-1))
             p.grad = None
             offset += n
-        out = torch.empty_like(unit.shard)
         unit.pending = 0
         unit.free()
         if self.size == 1:
             unit.shard.grad.add_(flat)
             return
+        out = torch.empty_like(unit.shard)
         flat.div_(self.size)
         work = dist.reduce_scatter_tensor(out, flat, group=self.group, async_op=True)
         self._reducing.append((unit, work, out, flat))

@@ -64,7 +64,9 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _loaded_worker(rank, ranks, port, sizes, works, nbytes, iterations, rounds, outdir, cpu_bind):
+def _join(rank, ranks, port, cpu_bind):
+    """A calibration process: one compute thread, bound as the training run binds its ranks, in a job of
+    the loom backend."""
     import torch
     import torch.distributed as dist
 
@@ -75,6 +77,13 @@ def _loaded_worker(rank, ranks, port, sizes, works, nbytes, iterations, rounds, 
     bind_cpu(cpu_bind, rank, ranks)
     dist.init_process_group("loom", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks,
                             timeout=timedelta(seconds=120))
+
+
+def _loaded_worker(rank, ranks, port, sizes, works, nbytes, iterations, rounds, outdir, cpu_bind):
+    import torch
+    import torch.distributed as dist
+
+    _join(rank, ranks, port, cpu_bind)
     groups = {}
     for g in sizes:  # consecutive ranks, as TP groups and pipeline stages are laid out
         for first in range(0, ranks, g):
@@ -186,13 +195,7 @@ def _overlap_worker(rank, ranks, port, sizes, work, iterations, rounds, outdir, 
     import torch
     import torch.distributed as dist
 
-    import loom.torch  # noqa: F401 - registers the backend
-    from loom.parallel.cpu_binding import bind_cpu
-
-    torch.set_num_threads(1)
-    bind_cpu(cpu_bind, rank, ranks)
-    dist.init_process_group("loom", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks,
-                            timeout=timedelta(seconds=120))
+    _join(rank, ranks, port, cpu_bind)
     a, b = torch.randn(128, 128), torch.randn(128, 128)
     buffers = {n: torch.ones(max(1, n // 4)) for n in sizes}
 
