@@ -16,9 +16,9 @@ Calibration (loom.plan.calibrate, on by default): each layer's forward is profil
 process may use) compute at cores / ranks of a core's speed while all are busy, and a small all-reduce
 is timed in groups of each size while every rank computes: what it takes beyond Loom's model is added
 to every collective of such a group, and the overlap slowdown (compute beside an all-reduce, against
-each alone) is measured rather than taken as Galvatron's 1.3. Every process (calibration and training) is bound to a core,
-round-robin by default (--cpu-bind, loom.parallel.bind_cpu): unbound, the kernel moves ranks between
-shared cores mid-step, and the times move with it.
+each alone) is measured rather than taken as Galvatron's 1.3. Every process (calibration and training)
+is bound to a core, round-robin by default (--cpu-bind, loom.parallel.bind_cpu): unbound, the kernel
+moves ranks between shared cores mid-step, and the times move with it.
 """
 import argparse
 import json
@@ -83,14 +83,13 @@ def candidates(plan, n_layers, per_layer):
     mixed = [(plan["pp"], best, plan["predicted"]["step_s"])]
     mixed += [(r["pp"], r["strategies"], r["step_s"]) for r in plan["runners_up"]]
     seen = {tuple(c[2]): c[0] for c in out}
-    chosen = seen.get(tuple(best))
     for pp, strategies, step_s in mixed:
         if tuple(strategies) in seen or len(out) >= len(plan["uniform"]) + per_layer:
             continue
         name = f"mixed{len(out) - len(plan['uniform']) + 1}"
         seen[tuple(strategies)] = name
         out.append((name, pp, strategies, step_s, True))
-    return seen[tuple(best)] if chosen is None else chosen, out
+    return seen[tuple(best)], out
 
 
 def train(args, model_args, path, timings):

@@ -40,8 +40,7 @@ class _Unit:
         self.shard.grad = torch.zeros_like(self.shard)
         self.pending = 0  # gradients still to come in this backward
         self._full = self._work = None  # the gathered buffer; the gather still running into it
-        self.gathered = False
-        self.free()
+        self.free()  # sets gathered
 
     def free(self):
         if self._work is not None:  # a prefetch nobody used: the buffer is still being written

@@ -26,7 +26,19 @@ import torch.multiprocessing as mp
 from .model import ModelSpec
 
 
-def _profile_worker(rank, ranks, describe, barrier, outdir, cpu_bind):
+def _run_ranks(worker, args, ranks, prefix):
+    """Runs worker(rank, *args, outdir) in `ranks` spawned processes; each writes rank<r>.json into outdir.
+    Returns what they wrote, by rank."""
+    outdir = tempfile.mkdtemp(prefix=prefix)
+    mp.spawn(worker, args=(*args, outdir), nprocs=ranks, join=True)
+    per_rank = []
+    for r in range(ranks):
+        with open(os.path.join(outdir, f"rank{r}.json")) as f:
+            per_rank.append(json.load(f))
+    return per_rank
+
+
+def _profile_worker(rank, ranks, describe, barrier, cpu_bind, outdir):
     import torch
 
     from loom.parallel.cpu_binding import bind_cpu
@@ -43,13 +55,9 @@ def concurrent_profile(describe, ranks, cpu_bind="none"):
     """describe() -> ModelSpec (a picklable callable), run by `ranks` processes at once (bound to cores
     by loom.parallel.bind_cpu's `cpu_bind`, as the training run will be); the result has each layer's
     largest forward times (per sample and per call)."""
-    outdir = tempfile.mkdtemp(prefix="loom-plan-profile-")
     barrier = mp.get_context("spawn").Barrier(ranks)
-    mp.spawn(_profile_worker, args=(ranks, describe, barrier, outdir, cpu_bind), nprocs=ranks, join=True)
-    specs = []
-    for r in range(ranks):
-        with open(os.path.join(outdir, f"rank{r}.json")) as f:
-            specs.append(ModelSpec.from_json(json.load(f)))
+    specs = [ModelSpec.from_json(d) for d in
+             _run_ranks(_profile_worker, (ranks, describe, barrier, cpu_bind), ranks, "loom-plan-profile-")]
     result = specs[0]
     for i, layer in enumerate(result.layers):
         for key in ("forward_s", "forward_fixed_s"):
@@ -79,7 +87,7 @@ def _join(rank, ranks, port, cpu_bind):
                             timeout=timedelta(seconds=120))
 
 
-def _loaded_worker(rank, ranks, port, sizes, works, nbytes, iterations, rounds, outdir, cpu_bind):
+def _loaded_worker(rank, ranks, port, sizes, works, nbytes, iterations, rounds, cpu_bind, outdir):
     import torch
     import torch.distributed as dist
 
@@ -153,13 +161,8 @@ def loaded_collective_s(ranks, sizes=None, works=(1, 4, 16), nbytes=4, iteration
     between the two halves of the ranks, both computing) adds, at the same gaps. cpu_bind: how the
     processes are bound to cores (loom.parallel.bind_cpu), as the training run binds them."""
     sizes = sizes or [g for g in (2 ** k for k in range(1, 16)) if g <= ranks]
-    outdir = tempfile.mkdtemp(prefix="loom-plan-collective-")
-    mp.spawn(_loaded_worker, args=(ranks, _free_port(), sizes, works, nbytes, iterations, rounds, outdir, cpu_bind),
-             nprocs=ranks, join=True)
-    per_rank = []
-    for r in range(ranks):
-        with open(os.path.join(outdir, f"rank{r}.json")) as f:
-            per_rank.append(json.load(f))
+    per_rank = _run_ranks(_loaded_worker, (ranks, _free_port(), sizes, works, nbytes, iterations, rounds, cpu_bind),
+                          ranks, "loom-plan-collective-")
     slowest = {key: [max(p[key][i] for p in per_rank) for i in range(rounds)] for key in per_rank[0]}
 
     def points(key, crossings):  # [(gap, seconds one collective or crossing adds)] for each amount of compute
@@ -191,7 +194,7 @@ def collective_overhead(ranks, collectives, nbytes=4, cpu_bind="none"):
     return out
 
 
-def _overlap_worker(rank, ranks, port, sizes, work, iterations, rounds, outdir, cpu_bind):
+def _overlap_worker(rank, ranks, port, sizes, work, iterations, rounds, cpu_bind, outdir):
     import torch
     import torch.distributed as dist
 
@@ -238,13 +241,8 @@ def overlap_slowdown(ranks, sizes=(16 << 10, 128 << 10, 1 << 20, 4 << 20, 16 << 
     perfectly, 2 when they take turns, more when running together costs extra. The k reported is the
     median over the sizes whose all-reduce takes a third to three times the compute's time, where it
     matters most (else the size closest to it); slowest rank's times, medians over rounds."""
-    outdir = tempfile.mkdtemp(prefix="loom-plan-overlap-")
-    mp.spawn(_overlap_worker, args=(ranks, _free_port(), list(sizes), work, iterations, rounds, outdir, cpu_bind),
-             nprocs=ranks, join=True)
-    per_rank = []
-    for r in range(ranks):
-        with open(os.path.join(outdir, f"rank{r}.json")) as f:
-            per_rank.append(json.load(f))
+    per_rank = _run_ranks(_overlap_worker, (ranks, _free_port(), list(sizes), work, iterations, rounds, cpu_bind),
+                          ranks, "loom-plan-overlap-")
 
     def slowest(key):
         return statistics.median(max(p[key][i] for p in per_rank) for i in range(rounds))
