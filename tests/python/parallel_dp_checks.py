@@ -191,8 +191,7 @@ def sharded_prefetch_runs_the_next_gather_beside_this_unit(rank, world):
         whole = [torch.empty_like(got) for _ in range(world)]
         dist.all_gather(whole, got)
         offset, pieces = 0, []
-        for u, size in zip(model.units, [u.shard_size for u in model.units]):  # undo each unit's padding
-            unit = torch.cat([w[offset:offset + size] for w in whole])[:sum(u.numels)]
-            pieces.append(unit)
-            offset += size
+        for u in model.units:  # each unit's shards in rank order, its padding cut off
+            pieces.append(torch.cat([w[offset:offset + u.shard_size] for w in whole])[:sum(u.numels)])
+            offset += u.shard_size
         torch.testing.assert_close(torch.cat(pieces), want, rtol=1e-5, atol=1e-7)
