@@ -16,11 +16,15 @@ Calibration (loom.plan.calibrate, on by default): each layer's forward is profil
 process may use) compute at cores / ranks of a core's speed while all are busy, and a small all-reduce
 is timed in groups of each size while every rank computes: what it takes beyond Loom's model is added
 to every collective of such a group, and the overlap slowdown (compute beside an all-reduce, against
-each alone) is measured rather than taken as Galvatron's 1.3. Every process (calibration and training)
+each alone) is measured rather than taken as Galvatron's 1.3. Last, the data-parallel plan is trained
+at 1 and 2 micro-batches: what its steps take beyond the prediction is each rank's CPU time per step
+that nothing else prices (the training loop, optimizer, autograd, per-call work), added to every plan
+(loom.plan.calibrate.step_overhead). Every process (calibration and training)
 is bound to a core, round-robin by default (--cpu-bind, loom.parallel.bind_cpu): unbound, the kernel
 moves ranks between shared cores mid-step, and the times move with it.
 """
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -32,7 +36,8 @@ import tempfile
 from loom.parallel.cpu_binding import POLICIES
 from loom.plan import model as model_desc
 from loom.plan.machine import Machine, calibrated_flops, collective_model
-from loom.plan.search import search, split_even
+from loom.plan.search import plan_cost, search, split_even
+from loom.plan.strategies import parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "train_gpt.py")
@@ -162,6 +167,21 @@ def main():
                   f"{t * 1e6:7.0f}, k {k:.2f}", flush=True)
     machine = Machine(devices=args.ranks, memory_bytes=args.memory_mb * 1e6, flops_per_s=calibrated_flops(spec) or 1e10,
                       collectives=collectives, collective_overhead_s=overhead, cores=cores, overlap_slowdown=slowdown)
+    if not args.no_calibrate:
+        from loom.plan.calibrate import step_overhead
+
+        def measure(pp, strategies, m):
+            path = plan_file(work, f"calibration-m{m}", pp, strategies, m, args.global_batch)
+            result = train(args, model_args, path, os.path.join(work, f"calibration-m{m}.timings.json"))
+            if isinstance(result, str):
+                raise SystemExit(f"the calibration run {path} failed: {result}")
+            return statistics.median(result)
+
+        machine.rank_overhead_s, points = step_overhead(spec, machine, args.global_batch, measure)
+        print(f"rank overhead {machine.rank_overhead_s[0] * 1e6:.0f} us per step + "
+              f"{machine.rank_overhead_s[1] * 1e6:.0f} us per micro-batch, from the data-parallel plan: "
+              + ", ".join(f"{m} micro-batches measured {meas * 1e3:.2f} ms, predicted {pred * 1e3:.2f}"
+                          for m, meas, pred in points), flush=True)
     plan = search(spec, machine, args.global_batch, checkpointing=args.checkpointing,
                   micro_batches=[args.micro_batches], sdp=args.sdp)
     chosen, runs = candidates(plan, len(spec.layers), args.per_layer)
@@ -180,10 +200,19 @@ def main():
                 samples[name] += result
     rows = [(name, step_s, statistics.median(samples[name]), strategies, fits)
             for name, _, strategies, step_s, fits in runs if name not in failed]
+    plain = dataclasses.replace(machine, rank_overhead_s=(0.0, 0.0), _cache={})
+    without = {name: plan_cost(spec, plain, args.global_batch, pp, args.micro_batches, [parse(s) for s in strategies])
+               for name, pp, strategies, _, _ in runs}
     for name, predicted, measured, strategies, fits in rows:
         layout = "" if len(set(strategies)) == 1 else "  " + " ".join(strategies)
-        print(f"{name:24s} predicted {predicted * 1e3:8.2f} ms   measured {measured * 1e3:8.2f} ms"
-              f"{'' if fits else '  (over the memory budget)'}{layout}")
+        print(f"{name:24s} predicted {predicted * 1e3:8.2f} ms ({without[name]['step_s'] * 1e3:6.2f} without the "
+              f"rank overhead)   measured {measured * 1e3:8.2f} ms{'' if fits else '  (over the memory budget)'}{layout}")
+    with open(os.path.join(work, "results.json"), "w") as f:  # for a later look at the model's terms
+        json.dump({"machine": machine.describe(), "rows": [
+            {"name": name, "predicted_s": predicted, "measured_s": measured, "fits": fits, "strategies": strategies,
+             "stages": without[name]["stages"], "samples_s": samples[name]}
+            for name, predicted, measured, strategies, fits in rows]}, f, indent=1)
+    print(f"plans, timings and results.json in {work}")
     predicted, measured = [r[1] for r in rows], [r[2] for r in rows]
     first = next((r for r in rows if r[0] == chosen), None)
     fastest = min((r for r in rows if r[4]), key=lambda r: r[2])  # of the plans that fit

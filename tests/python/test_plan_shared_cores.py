@@ -1,14 +1,21 @@
 """loom.plan's model of CPU ranks (what examples/plan_validation.py calibrates): a forward's fixed cost
 per call that TP does not split, ranks sharing cores (a pipeline's bubbles cost only where the step is
 longer than all ranks' compute over the cores), and a per-collective cost that grows with the compute
-between collectives, interpolated from measured points. Without these settings the model is Galvatron's."""
+between collectives, interpolated from measured points, and each rank's time per step beyond all that
+(calibrate.step_overhead). Without these settings the model is Galvatron's."""
+import json
+import subprocess
+import sys
+
 import pytest
 import torch
 
+from harness import package_env
 from loom.plan import cost, search as S
+from loom.plan.calibrate import step_overhead
 from loom.plan.machine import Machine
 from loom.plan.model import Layer, ModelSpec, describe_module
-from loom.plan.strategies import strategies
+from loom.plan.strategies import parse, strategies
 
 
 def spec(fixed=None, layers=4):
@@ -110,3 +117,60 @@ def test_describe_module_splits_a_fixed_cost_from_a_cost_per_sample():
     assert again.layers[0].forward_fixed_s == slow.forward_fixed_s and again.layers[0].tp_calls == 2
     with pytest.raises(ValueError, match="tp_calls"):
         Layer(name="x", params=1, flops=1, activation_bytes=1, output_bytes=1, tp_calls=0)
+
+
+def test_rank_overhead_is_each_ranks_own_time_and_share_times_that_on_shared_cores():
+    stages = [{"time_s": 5.0, "microbatch_s": 1.0, "other_s": 0.0}, {"time_s": 1.0, "microbatch_s": 0.1, "other_s": 0.0}]
+    ctx = cost.Context(global_batch=8, micro_batches=4, pp=2, stage=0, share=2.0)
+    assert S.pipeline_step_s(stages, ctx, 1.0, 0.5) == pytest.approx(5.5)  # a core per rank: the slowest stage's
+    assert S.pipeline_step_s(stages, ctx, 2.0, 0.5) == pytest.approx(5.5)  # the heavy stage at full speed binds
+    stages[1]["microbatch_s"] = 1.0  # all ranks' work over the cores binds: 2 * (4 * 1.0 + 0.5)
+    assert S.pipeline_step_s(stages, ctx, 2.0, 0.5) == pytest.approx(9.0)
+    m = Machine(devices=4, memory_bytes=1e9, flops_per_s=1e9, rank_overhead_s=(1e-3, 2e-4))
+    assert m.rank_overhead(4) == pytest.approx(1.8e-3) and m.describe()["rank_overhead_us"]["per_step"] == 1e3
+    with pytest.raises(ValueError, match="rank_overhead_s"):
+        Machine(devices=4, memory_bytes=1e9, flops_per_s=1e9, rank_overhead_s=(-1e-3, 0.0))
+
+
+def test_step_overhead_recovers_the_cost_per_step_and_per_micro_batch_from_the_data_parallel_plan():
+    model = spec()
+    for cores in (2, 4):  # shared cores (the measured difference is share times a rank's) and a core each
+        truth = Machine(devices=4, memory_bytes=1e9, flops_per_s=1e9, cores=cores, rank_overhead_s=(3e-3, 5e-4))
+        ran = []
+
+        def measure(pp, names, m):  # stands in for a training run: the model with the true overhead
+            ran.append((pp, names[0], m))
+            return S.plan_cost(model, truth, 16, pp, m, [parse(n) for n in names])["step_s"]
+
+        plain = Machine(devices=4, memory_bytes=1e9, flops_per_s=1e9, cores=cores)
+        (per_step, per_mb), points = step_overhead(model, plain, 16, measure)
+        assert ran == [(1, "pp1-dp4", 1), (1, "pp1-dp4", 2)]
+        assert per_step == pytest.approx(3e-3) and per_mb == pytest.approx(5e-4)
+        assert [p[0] for p in points] == [1, 2] and all(meas > pred for _, meas, pred in points)
+    # A measurement that falls with more micro-batches: no negative cost per micro-batch, the mean per step.
+    (per_step, per_mb), _ = step_overhead(model, plain, 16, lambda pp, names, m: 0.1 - 0.01 * m)
+    assert per_mb == 0.0 and per_step > 0
+    with pytest.raises(ValueError, match="two different"):
+        step_overhead(model, plain, 16, measure, micro_batches=(2, 2))
+    with pytest.raises(ValueError, match="does not split"):
+        step_overhead(model, plain, 6, measure)
+
+
+def test_loom_plan_takes_the_rank_overhead(tmp_path):
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(spec().to_json()))
+    common = [sys.executable, "-m", "loom.plan", "--model", str(path), "--devices", "4", "--global-batch", "16",
+              "--memory-gb", "1", "--topology", "none", "--cores", "2", "--pp", "1", "--micro-batches", "4"]
+    plans = {}
+    for overhead in ("0", "2000,500"):
+        proc = subprocess.run(common + ["--rank-overhead-us", overhead], capture_output=True, text=True,
+                              env=package_env(), timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        plans[overhead] = json.loads(proc.stdout)
+    assert plans["2000,500"]["machine"]["rank_overhead_us"] == {"per_step": 2000, "per_micro_batch": 500}
+    # pp1 on 4 ranks sharing 2 cores: all ranks' work over the cores, each rank 2 ms + 4 * 0.5 ms more
+    extra = plans["2000,500"]["predicted"]["step_s"] - plans["0"]["predicted"]["step_s"]
+    assert extra == pytest.approx(2 * 4e-3)
+    bad = subprocess.run(common + ["--rank-overhead-us", "1,2,3"], capture_output=True, text=True,
+                         env=package_env(), timeout=300)
+    assert bad.returncode == 1 and "--rank-overhead-us takes PER_STEP[,PER_MICRO_BATCH]" in bad.stderr

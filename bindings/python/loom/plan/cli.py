@@ -50,6 +50,10 @@ def parser():
     ap.add_argument("--collective-overhead-us", type=float, default=0.0,
                     help="added to every collective and transfer: what a small real all-reduce takes beyond "
                          "the model's prediction (loom.plan.calibrate.collective_overhead)")
+    ap.add_argument("--rank-overhead-us", default="0",
+                    help="PER_STEP[,PER_MICRO_BATCH]: each rank's time per step (and per micro-batch) beyond what "
+                         "the model prices: the training loop, optimizer, per-call work "
+                         "(loom.plan.calibrate.step_overhead)")
     ap.add_argument("--cores", type=float,
                     help="cores the devices share (CPU ranks: fewer cores than ranks slows compute while all "
                          "compute; default: each device its own)")
@@ -76,10 +80,18 @@ def plan_command(args):
 
         args.overlap_slowdown, _ = overlap_slowdown(args.devices, cpu_bind="round-robin")
         print(f"overlap slowdown measured with {args.devices} ranks: {args.overlap_slowdown:.2f}", file=sys.stderr)
+    try:
+        rank_overhead = [float(x) * 1e-6 for x in args.rank_overhead_us.split(",")]
+    except ValueError:
+        rank_overhead = []
+    if len(rank_overhead) not in (1, 2):
+        raise ValueError(f"--rank-overhead-us takes PER_STEP[,PER_MICRO_BATCH] microseconds, got "
+                         f"{args.rank_overhead_us!r}")
     collectives = collective_model(args.devices, args.topology, args.ranks_per_node, args.memory_kind, **fields)
     machine = Machine(devices=args.devices, memory_bytes=args.memory_gb * GB, flops_per_s=flops,
                       collectives=collectives, overlap_slowdown=args.overlap_slowdown,
-                      collective_overhead_s=args.collective_overhead_us * 1e-6, cores=args.cores)
+                      collective_overhead_s=args.collective_overhead_us * 1e-6, cores=args.cores,
+                      rank_overhead_s=(rank_overhead + [0.0])[:2])
     plan = search(spec, machine, args.global_batch, checkpointing=args.checkpointing, pp_degrees=args.pp,
                   micro_batches=args.micro_batches, resolution=args.resolution, sdp=not args.no_sdp,
                   one_layout=args.one_layout)

@@ -30,6 +30,10 @@ class Machine:
     # collectives, the longer the first to arrive waits for the last to get a core back).
     collective_overhead_s: object = 0.0
     cores: float = None  # cores the devices share (CPU ranks); None: each device computes on its own
+    # (per step, per micro-batch) seconds each rank spends in a training step beyond all the above: the
+    # training loop's Python, the optimizer step, autograd's bookkeeping, the per-call work of its
+    # collectives and transfers (calibrate.step_overhead measures it on a data-parallel run).
+    rank_overhead_s: tuple = (0.0, 0.0)
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -39,6 +43,10 @@ class Machine:
             raise ValueError("Machine: memory and compute speed must be positive")
         if self.cores is not None and not self.cores > 0:
             raise ValueError(f"Machine: cores must be positive, got {self.cores}")
+        self.rank_overhead_s = tuple(float(x) for x in self.rank_overhead_s)
+        if len(self.rank_overhead_s) != 2 or min(self.rank_overhead_s) < 0:
+            raise ValueError(f"Machine: rank_overhead_s is (per step, per micro-batch) seconds, both >= 0, "
+                             f"got {self.rank_overhead_s}")
         if isinstance(self.collective_overhead_s, dict):
             self.collective_overhead_s = {(k if k == "p2p" else int(k)): v if isinstance(v, (int, float))
                                           else sorted(map(tuple, v)) for k, v in self.collective_overhead_s.items()}
@@ -52,6 +60,11 @@ class Machine:
     def share(self):
         """How many ranks take turns on a core when all compute (1: none share)."""
         return max(1.0, self.devices / self.cores) if self.cores else 1.0
+
+    def rank_overhead(self, micro_batches):
+        """Seconds of one rank's step that rank_overhead_s adds with micro_batches micro-batches."""
+        per_step, per_micro_batch = self.rank_overhead_s
+        return per_step + micro_batches * per_micro_batch
 
     def overhead_s(self, group_size, gap_s=None):
         """collective_overhead_s for a group of group_size after gap_s seconds of one rank's compute
@@ -126,6 +139,9 @@ class Machine:
             d["collective_overhead_us"] = table * 1e6
         if self.cores:
             d["cores"] = self.cores
+        if any(self.rank_overhead_s):
+            d["rank_overhead_us"] = {"per_step": self.rank_overhead_s[0] * 1e6,
+                                     "per_micro_batch": self.rank_overhead_s[1] * 1e6}
         if self.collectives is not None:
             d["topology"] = self.collectives.source
             d["ranks_per_node"] = self.collectives.ranks_per_node

@@ -139,20 +139,29 @@ def evaluate(spec, machine, candidates, problems, resolution, assignment=None):
                                    "memory_bytes": table[k][j].memory_bytes}
                                   for k, j in enumerate(choice)]})
     ctx = problems[0][0]
-    return {"pp": ctx.pp, "micro_batches": ctx.micro_batches, "step_s": pipeline_step_s(stages, ctx, machine.share),
-            "stages": stages}
+    step_s = pipeline_step_s(stages, ctx, machine.share, machine.rank_overhead(ctx.micro_batches))
+    return {"pp": ctx.pp, "micro_batches": ctx.micro_batches, "step_s": step_s, "stages": stages}
 
 
-def pipeline_step_s(stages, ctx, share):
-    """A step of the pipeline: its slowest stage's time. Where ranks share cores (share > 1) the step is
-    also at least the compute of all ranks over the cores: stages that wait (bubbles, light stages)
-    give their cores to the busy ones, so a stage runs at full speed when others idle and the step is
-    max(the slowest stage at full speed over m + p - 1 slots, m * share * the mean stage's time)."""
+def pipeline_step_s(stages, ctx, share, rank_overhead_s=0.0):
+    """A step of the pipeline: its slowest stage's time, plus the CPU time every rank spends beyond its
+    layers (Machine.rank_overhead). Where ranks share cores (share > 1) the step is also at least the
+    work of all ranks over the cores: stages that wait (bubbles, light stages) give their cores to the
+    busy ones, so a stage runs at full speed when others idle and the step is max(the slowest stage at
+    full speed over m + p - 1 slots, share * (m * the mean stage's micro-batch + the rank overhead))."""
     if share <= 1:
-        return max(st["time_s"] for st in stages)
+        return max(st["time_s"] for st in stages) + rank_overhead_s
     full_speed = max((ctx.micro_batches + ctx.pp - 1) * st["microbatch_s"] + st["other_s"] for st in stages)
-    shared = ctx.micro_batches * share * sum(st["microbatch_s"] for st in stages) / len(stages)
-    return max(full_speed, shared + sum(st["other_s"] for st in stages) / len(stages))
+    shared = share * (ctx.micro_batches * sum(st["microbatch_s"] for st in stages) / len(stages) + rank_overhead_s)
+    return max(full_speed + rank_overhead_s, shared + sum(st["other_s"] for st in stages) / len(stages))
+
+
+def plan_cost(spec, machine, global_batch, pp, micro_batches, assignment):
+    """evaluate's result for one plan: `assignment` (one Strategy per layer) in pp even stages; None when
+    the global batch does not split over its micro-batches and replicas."""
+    candidates = list(dict.fromkeys(assignment))
+    problems = stage_problems(spec, machine, candidates, pp, micro_batches, global_batch, machine.memory_bytes / 2048)
+    return evaluate(spec, machine, candidates, problems, 2048, assignment=assignment)
 
 
 def restrict(problems, keep):
