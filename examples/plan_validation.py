@@ -97,10 +97,11 @@ def candidates(plan, n_layers, per_layer):
     return seen[tuple(best)], out
 
 
-def train(args, model_args, path, timings):
-    """The step times (seconds) of steps 3.. of one training run of a plan, or the error's last line."""
+def train(args, model_args, path, timings, steps=None):
+    """The step times (seconds) of steps 3.. of one training run of a plan (args.steps steps unless
+    `steps`), or the error's last line."""
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                           str(args.ranks), TRAIN, *model_args, "--plan", path, "--steps", str(args.steps),
+                           str(args.ranks), TRAIN, *model_args, "--plan", path, "--steps", str(steps or args.steps),
                            "--cpu-bind", args.cpu_bind,
                            "--save", "", "--plot", "", "--timings", timings],
                           capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
@@ -170,11 +171,14 @@ def main():
     if not args.no_calibrate:
         from loom.plan.calibrate import step_overhead
 
-        def measure(pp, strategies, m):
+        def measure(pp, strategies, m):  # 3 runs of 20 steps: a calibration must not carry one run's noise
             path = plan_file(work, f"calibration-m{m}", pp, strategies, m, args.global_batch)
-            result = train(args, model_args, path, os.path.join(work, f"calibration-m{m}.timings.json"))
-            if isinstance(result, str):
-                raise SystemExit(f"the calibration run {path} failed: {result}")
+            result = []
+            for _ in range(3):
+                got = train(args, model_args, path, os.path.join(work, f"calibration-m{m}.timings.json"), steps=20)
+                if isinstance(got, str):
+                    raise SystemExit(f"the calibration run {path} failed: {got}")
+                result += got
             return statistics.median(result)
 
         machine.rank_overhead_s, points = step_overhead(spec, machine, args.global_batch, measure)

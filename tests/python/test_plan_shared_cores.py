@@ -60,10 +60,21 @@ def test_a_pipeline_bubble_is_free_while_shared_cores_are_the_limit():
 def test_light_stages_lend_their_cores_to_heavy_ones():
     stages = [{"time_s": 0, "microbatch_s": 1.0, "other_s": 0.0}, {"time_s": 0, "microbatch_s": 0.1, "other_s": 0.0}]
     ctx = cost.Context(global_batch=8, micro_batches=4, pp=2, stage=0, share=2.0)
-    # all ranks' compute over the cores: 4 * 2 * 0.55 = 4.4 < the heavy stage alone at full speed: 5 * 1.0
-    assert S.pipeline_step_s(stages, ctx, 2.0) == pytest.approx(5.0)
+    # all ranks' compute over the cores: 4 * 2 * 0.55 = 4.4 > the pipeline at full speed: 1.1 + 3 * 1.0
+    assert S.pipeline_step_s(stages, ctx, 2.0) == pytest.approx(4.4)
+    assert S.pipeline_step_s(stages, ctx, 1.0) == pytest.approx(4.1)
     stages[1]["microbatch_s"] = 1.0
     assert S.pipeline_step_s(stages, ctx, 2.0) == pytest.approx(8.0)
+
+
+def test_a_light_stage_does_not_slow_the_pipeline_as_the_slowest_does():
+    # Alpa's latency of a 1F1B pipeline: one micro-batch through all stages, the rest behind the slowest.
+    # Galvatron's (m + p - 1) slots of the slowest stage is that for equal stages only.
+    ctx = cost.Context(global_batch=16, micro_batches=8, pp=4, stage=0)
+    equal = [{"microbatch_s": 1.0, "other_s": 0.0}] * 4
+    assert S.pipeline_step_s(equal, ctx, 1.0) == pytest.approx(8 + 4 - 1)
+    uneven = [{"microbatch_s": t, "other_s": o} for t, o in ((2.0, 0.5), (0.5, 0.2), (0.5, 0.0), (0.5, 0.0))]
+    assert S.pipeline_step_s(uneven, ctx, 1.0) == pytest.approx(3.5 + 7 * 2.0 + 0.5)
 
 
 def test_collective_overhead_interpolates_over_the_compute_between_collectives():
@@ -120,11 +131,14 @@ def test_describe_module_splits_a_fixed_cost_from_a_cost_per_sample():
 
 
 def test_rank_overhead_is_each_ranks_own_time_and_share_times_that_on_shared_cores():
-    stages = [{"time_s": 5.0, "microbatch_s": 1.0, "other_s": 0.0}, {"time_s": 1.0, "microbatch_s": 0.1, "other_s": 0.0}]
+    stages = [{"microbatch_s": 1.0, "other_s": 0.0}, {"microbatch_s": 0.1, "other_s": 0.0}]
     ctx = cost.Context(global_batch=8, micro_batches=4, pp=2, stage=0, share=2.0)
-    assert S.pipeline_step_s(stages, ctx, 1.0, 0.5) == pytest.approx(5.5)  # a core per rank: the slowest stage's
-    assert S.pipeline_step_s(stages, ctx, 2.0, 0.5) == pytest.approx(5.5)  # the heavy stage at full speed binds
-    stages[1]["microbatch_s"] = 1.0  # all ranks' work over the cores binds: 2 * (4 * 1.0 + 0.5)
+    assert S.pipeline_step_s(stages, ctx, 1.0, 0.5) == pytest.approx(4.6)  # a core per rank: 1.1 + 3 * 1.0 + 0.5
+    four = [{"microbatch_s": t, "other_s": 0.0} for t in (2.0, 0.1, 0.1, 0.1)]
+    ctx4 = cost.Context(global_batch=8, micro_batches=4, pp=4, stage=0, share=2.0)
+    # the pipeline at full speed binds: 2.3 + 3 * 2.0 + 0.5 > all ranks' work over the cores: 2 * (4 * 0.575 + 0.5)
+    assert S.pipeline_step_s(four, ctx4, 2.0, 0.5) == pytest.approx(8.8)
+    stages[0]["microbatch_s"] = stages[1]["microbatch_s"] = 1.0  # all ranks' work over the cores: 2 * (4 * 1.0 + 0.5)
     assert S.pipeline_step_s(stages, ctx, 2.0, 0.5) == pytest.approx(9.0)
     m = Machine(devices=4, memory_bytes=1e9, flops_per_s=1e9, rank_overhead_s=(1e-3, 2e-4))
     assert m.rank_overhead(4) == pytest.approx(1.8e-3) and m.describe()["rank_overhead_us"]["per_step"] == 1e3

@@ -120,22 +120,37 @@ def _loaded_worker(rank, ranks, port, sizes, works, nbytes, iterations, rounds, 
         """Two pipeline stages (the first and second half of the ranks) in a 1F1B-like steady state: the
         first computes micro-batch i while the second computes i - 1, then the activation goes forward
         and the gradient of i - 1 comes back. All ranks compute at once, as in a pipelined step; what
-        the two boundary crossings add to an iteration is the waiting for a rank to get a core back."""
+        the two boundary crossings add to an iteration is the waiting for a rank to get a core back.
+        Transfers are posted as loom.parallel's pipeline posts them (batch_isend_irecv, async: the
+        engine thread moves them; a receive is waited for, a send only before the step ends), which
+        costs about twice a blocking send/recv pair here."""
         n, half = max(10, iterations // work), ranks // 2
         partner, first = (rank + half) % ranks, rank < half
         y = torch.zeros_like(x)
+        sends = []
+
+        def transfer(tensor, op):
+            works = dist.batch_isend_irecv([dist.P2POp(op, tensor, partner)])
+            if op is dist.irecv:
+                for w in works:
+                    w.wait()
+            else:
+                sends.extend(works)
+
         dist.barrier()
         start = time.perf_counter()
         for i in range(n):
             if not first:
-                dist.recv(x, partner)
+                transfer(x, dist.irecv)
             for _ in range(work):
                 torch.mm(a, b)
-            dist.send(x if first else y, partner)
+            transfer(x if first else y, dist.isend)
             if first and i > 0:
-                dist.recv(y, partner)  # the gradient of micro-batch i - 1
+                transfer(y, dist.irecv)  # the gradient of micro-batch i - 1
         if first:
-            dist.recv(y, partner)  # the last one's
+            transfer(y, dist.irecv)  # the last one's
+        for w in sends:
+            w.wait()
         return (time.perf_counter() - start) / n
 
     for g in sizes:  # warm up every group's connections

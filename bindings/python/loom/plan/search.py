@@ -144,16 +144,20 @@ def evaluate(spec, machine, candidates, problems, resolution, assignment=None):
 
 
 def pipeline_step_s(stages, ctx, share, rank_overhead_s=0.0):
-    """A step of the pipeline: its slowest stage's time, plus the CPU time every rank spends beyond its
-    layers (Machine.rank_overhead). Where ranks share cores (share > 1) the step is also at least the
-    work of all ranks over the cores: stages that wait (bubbles, light stages) give their cores to the
-    busy ones, so a stage runs at full speed when others idle and the step is max(the slowest stage at
-    full speed over m + p - 1 slots, share * (m * the mean stage's micro-batch + the rank overhead))."""
+    """A step of the pipeline, plus the time every rank spends beyond its layers (Machine.rank_overhead).
+    A 1F1B pipeline whose stages' micro-batches take t_s runs sum_s t_s + (m - 1) * max_s t_s (Alpa's
+    pipeline latency: one micro-batch through every stage, the others behind the slowest), plus the
+    slowest stage's exposed synchronisation and transfers; for equal stages that is Galvatron's
+    (m + p - 1) slots, and a light stage no longer counts as a slow one. Where ranks share cores
+    (share > 1) the step is also at least the work of all ranks over the cores: stages that wait
+    (bubbles, light stages) give their cores to the busy ones, so it is at least share * (m * the mean
+    stage's micro-batch + the rank overhead)."""
+    micro = [st["microbatch_s"] for st in stages]
+    through = sum(micro) + (ctx.micro_batches - 1) * max(micro) + max(st["other_s"] for st in stages)
     if share <= 1:
-        return max(st["time_s"] for st in stages) + rank_overhead_s
-    full_speed = max((ctx.micro_batches + ctx.pp - 1) * st["microbatch_s"] + st["other_s"] for st in stages)
-    shared = share * (ctx.micro_batches * sum(st["microbatch_s"] for st in stages) / len(stages) + rank_overhead_s)
-    return max(full_speed + rank_overhead_s, shared + sum(st["other_s"] for st in stages) / len(stages))
+        return through + rank_overhead_s
+    shared = share * (ctx.micro_batches * sum(micro) / len(stages) + rank_overhead_s)
+    return max(through + rank_overhead_s, shared + sum(st["other_s"] for st in stages) / len(stages))
 
 
 def plan_cost(spec, machine, global_batch, pp, micro_batches, assignment):
