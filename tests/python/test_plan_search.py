@@ -84,6 +84,9 @@ def test_plan_fits_and_beats_every_single_strategy():
     fitting = [u for u in plan["uniform"] if u["fits"]]
     assert fitting and plan["predicted"]["step_s"] <= min(u["step_s"] for u in fitting) * (1 + 1e-9)
     assert all(r["step_s"] >= plan["predicted"]["step_s"] for r in plan["runners_up"])
+    chosen = (plan["pp"], plan["micro_batches"], [layer["strategy"] for st in plan["stages"] for layer in st["layers"]])
+    seen = [chosen] + [(r["pp"], r["micro_batches"], r["strategies"]) for r in plan["runners_up"]]
+    assert all(a != b for i, a in enumerate(seen) for b in seen[i + 1:])  # each plan once
     json.dumps(plan)  # plain JSON
 
 

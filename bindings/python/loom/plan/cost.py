@@ -1,13 +1,16 @@
 """Time and memory of one layer under one strategy (Galvatron's cost model, with communication priced
 by Loom's collective model on the topology instead of profiled bandwidths).
 
-A pipeline of p stages runs m micro-batches with 1F1B; a stage's step takes (m + p - 1) micro-batch
-slots of its slowest stage's micro-batch time, plus the gradient synchronisation its last backward does
-not hide. Where ranks share cores (Machine.share = ranks per core when all compute, CPU ranks), the m
-micro-batches take m * share slots of a rank's own speed, and a pipeline's bubbles are only a cost
-where they make the step longer than that (the idle stages' cores serve the busy ones): max(m + p - 1,
-m * share) slots. Per layer l and strategy s (tp, dp, sdp, checkpointing), with b = global batch /
-(m * dp) samples per micro-batch on each replica:
+A pipeline of p stages runs m micro-batches with 1F1B; within a stage, a layer is charged (m + p - 1)
+micro-batch slots of its micro-batch time (Galvatron's), plus the gradient synchronisation its last
+backward does not hide; where ranks share cores (Machine.share = ranks per core when all compute, CPU
+ranks), the m micro-batches take m * share slots of a rank's own speed, and a pipeline's bubbles are
+only a cost where they make the step longer than that (the idle stages' cores serve the busy ones):
+max(m + p - 1, m * share) slots. The step itself combines the stages as search.pipeline_step_s does
+(Alpa's latency: one micro-batch through every stage, the rest behind the slowest).
+
+Per layer l and strategy s (tp, dp, sdp, checkpointing), with b = global batch / (m * dp) samples per
+micro-batch on each replica:
 
 - forward F = compute(l, b / tp) (measured: a fixed part per call + a part per sample * b / tp; else
   FLOPs / speed), backward 2F, recomputation F more;

@@ -206,12 +206,19 @@ def search(spec, machine, global_batch, checkpointing=False, pp_degrees=None, mi
             for s in candidates:  # one strategy for every layer: the baselines a plan is compared with
                 single = evaluate(spec, machine, candidates, problems, resolution, assignment=[s] * len(spec.layers))
                 if single is not None:
+                    fits = all(st["fits"] for st in single["stages"])
                     uniform.append({"strategy": s.name, "micro_batches": m, "step_s": single["step_s"],
                                     "memory_bytes": max(st["memory_bytes"] for st in single["stages"]),
-                                    "fits": all(st["fits"] for st in single["stages"])})
+                                    "fits": fits})
+                    if fits:  # the program minimises each stage alone; the step weighs stages unequally
+                        found.append(single)
     if not found:
         raise ValueError(f"no plan fits {budget / 1e9:.3g} GB per device for a global batch of {global_batch}")
-    found.sort(key=lambda r: r["step_s"])
+    distinct = {}
+    for r in found:  # the program's plan may also be a one-strategy plan
+        key = (r["pp"], r["micro_batches"], tuple(layer["strategy"] for st in r["stages"] for layer in st["layers"]))
+        distinct.setdefault(key, r)
+    found = sorted(distinct.values(), key=lambda r: r["step_s"])
     best = found[0]
     uniform.sort(key=lambda r: (not r["fits"], r["step_s"]))
     return {
