@@ -1,5 +1,6 @@
-"""loom.plan.calibrate's overlap slowdown: measured with real processes of the loom backend (compute
-beside an async all-reduce, against each alone), and what `loom-plan --measure-overlap` plans with."""
+"""loom.plan.calibrate's probes with real processes of the loom backend: the overlap slowdown (compute
+beside an async all-reduce, against each alone) and what `loom-plan --measure-overlap` plans with; the
+cost of a small all-reduce and of a pipeline crossing while every rank computes."""
 import json
 import subprocess
 import sys
@@ -7,7 +8,7 @@ import sys
 import pytest
 
 from harness import package_env
-from loom.plan.calibrate import overlap_slowdown
+from loom.plan.calibrate import loaded_collective_s, overlap_slowdown
 from loom.plan.model import Layer, ModelSpec
 
 
@@ -40,3 +41,12 @@ def test_loom_plan_plans_with_the_measured_overlap(tmp_path):
                            "--global-batch", "4", "--memory-gb", "1", "--measure-overlap", "--overlap-slowdown", "2"],
                           capture_output=True, text=True, env=package_env())
     assert both.returncode != 0 and "not allowed with" in both.stderr
+
+
+def test_loaded_collectives_and_pipeline_crossings_are_timed_at_each_gap():
+    table = loaded_collective_s(2, works=(1, 4), iterations=20, rounds=1, cpu_bind="round-robin")
+    assert set(table) == {2, "p2p"}
+    for points in table.values():
+        gaps = [gap for gap, _ in points]
+        assert len(points) == 2 and gaps == sorted(gaps) and gaps[0] > 0
+        assert all(extra >= 0 for _, extra in points)
