@@ -19,9 +19,9 @@ to every collective of such a group, and the overlap slowdown (compute beside an
 each alone) is measured rather than taken as Galvatron's 1.3. Last, the data-parallel plan is trained
 at 1 and 2 micro-batches: what its steps take beyond the prediction is each rank's CPU time per step
 that nothing else prices (the training loop, optimizer, autograd, per-call work), added to every plan
-(loom.plan.calibrate.step_overhead). Every process (calibration and training)
-is bound to a core, round-robin by default (--cpu-bind, loom.parallel.bind_cpu): unbound, the kernel
-moves ranks between shared cores mid-step, and the times move with it.
+(loom.plan.calibrate.step_overhead). Every process (calibration and training) is bound to a core,
+round-robin by default (--cpu-bind, loom.parallel.bind_cpu): unbound, the kernel moves ranks between
+shared cores mid-step, and the times move with it.
 """
 import argparse
 import dataclasses
