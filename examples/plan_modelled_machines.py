@@ -13,7 +13,7 @@ import os
 
 from loom.plan.machine import Machine, collective_model
 from loom.plan.model import Layer, ModelSpec
-from loom.plan.search import search
+from loom.plan.search import layer_strategies, search
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -50,7 +50,7 @@ def machines(fixtures):
 
 
 def runs(plan):
-    names, out = [layer["strategy"] for st in plan["stages"] for layer in st["layers"]], []
+    names, out = layer_strategies(plan), []
     start = 0
     for i in range(1, len(names) + 1):
         if i == len(names) or names[i] != names[start]:

@@ -36,7 +36,7 @@ import tempfile
 from loom.parallel.cpu_binding import POLICIES
 from loom.plan import model as model_desc
 from loom.plan.machine import Machine, calibrated_flops, collective_model
-from loom.plan.search import plan_cost, search, split_even
+from loom.plan.search import layer_strategies, plan_cost, search, split_even
 from loom.plan.strategies import parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -84,7 +84,7 @@ def candidates(plan, n_layers, per_layer):
     for entry in plan["uniform"]:
         pp = int(re.match(r"pp(\d+)", entry["strategy"]).group(1))
         out.append((entry["strategy"], pp, [entry["strategy"]] * n_layers, entry["step_s"], entry["fits"]))
-    best = [layer["strategy"] for stage in plan["stages"] for layer in stage["layers"]]
+    best = layer_strategies(plan)
     mixed = [(plan["pp"], best, plan["predicted"]["step_s"])]
     mixed += [(r["pp"], r["strategies"], r["step_s"]) for r in plan["runners_up"]]
     seen = {tuple(c[2]): c[0] for c in out}

@@ -160,6 +160,11 @@ def pipeline_step_s(stages, ctx, share, rank_overhead_s=0.0):
     return max(through + rank_overhead_s, shared + sum(st["other_s"] for st in stages) / len(stages))
 
 
+def layer_strategies(plan):
+    """The strategy name of every layer, in order, of a plan (loom-plan's JSON or evaluate's result)."""
+    return [layer["strategy"] for st in plan["stages"] for layer in st["layers"]]
+
+
 def plan_cost(spec, machine, global_batch, pp, micro_batches, assignment):
     """evaluate's result for one plan: `assignment` (one Strategy per layer) in pp even stages; None when
     the global batch does not split over its micro-batches and replicas."""
@@ -216,7 +221,7 @@ def search(spec, machine, global_batch, checkpointing=False, pp_degrees=None, mi
         raise ValueError(f"no plan fits {budget / 1e9:.3g} GB per device for a global batch of {global_batch}")
     distinct = {}
     for r in found:  # the program's plan may also be a one-strategy plan
-        key = (r["pp"], r["micro_batches"], tuple(layer["strategy"] for st in r["stages"] for layer in st["layers"]))
+        key = (r["pp"], r["micro_batches"], tuple(layer_strategies(r)))
         distinct.setdefault(key, r)
     found = sorted(distinct.values(), key=lambda r: r["step_s"])
     best = found[0]
@@ -234,7 +239,7 @@ def search(spec, machine, global_batch, checkpointing=False, pp_degrees=None, mi
                       "memory_limit_bytes": budget},
         "stages": best["stages"],
         "runners_up": [{"pp": r["pp"], "micro_batches": r["micro_batches"], "step_s": r["step_s"],
-                        "strategies": [layer["strategy"] for st in r["stages"] for layer in st["layers"]]}
+                        "strategies": layer_strategies(r)}
                        for r in found[1:1 + runners_up]],
         "uniform": uniform,
         "machine": machine.describe(),
