@@ -1,159 +1,154 @@
 #!/usr/bin/env bash
-# Builds and runs Loom's GPU work on a machine with an NVIDIA GPU that reaches no package registry, from
-# the kit scripts/gpu-kit.sh gathered (.gpu-kit, carried along with the work tree). Each step is sized
-# to finish well within 10 minutes on one H100/H200 with 16 cores; several steps may run in one call.
+# Loom's GPU work on a machine with an NVIDIA GPU that reaches no package registry, from the kit
+# scripts/gpu-kit.sh made (.gpu-kit, carried with the work tree: the dependencies and the CUDA binaries,
+# prebuilt, so that nothing but the torch extension is compiled there). src/device/README.md has the
+# plan of record: two commands, the second issued right after the first.
 #
-#   bash scripts/gpu-run.sh STEP...
+#   bash scripts/gpu-run.sh check       (A) probe; smoke tests; the plan-kernel suite; the torch extension
+#                                           built against the machine's torch (for B) while time is left
+#   bash scripts/gpu-run.sh measure     (B) copy limit; loom-perf sweeps (1 rank, 2 rank threads, 2 rank
+#                                           processes) and 8 B latency; torch CUDA tensors over the loom
+#                                           backend, torch's NCCL at 1 rank as the reference row
+#   bash scripts/gpu-run.sh STEP...     single steps: probe smoke plans extension staged hosts copy perf torch
+#   bash scripts/gpu-run.sh --dry-run check measure
+#                                       the same steps, selections and summary against FakeCuda (no GPU;
+#                                       CI runs it), with the binaries of the ordinary build (LOOM_BUILD_DIR)
 #
-#   probe     what the machine has: GPU, driver, nvcc, g++, python3/torch, meson, ninja (no build)
-#   build     configure (once; again if a previous configure failed) and build $BUILD from the kit alone
-#   test      the GPU tests that need a GPU, one at a time: device kernels against the CPU's bit for bit,
-#             the memory kinds, every collective on device memory as plan kernels (2-4 rank threads on
-#             GPU 0, LOOM_DEVICE_PLANS=require: a pass means plan kernels ran), the cubin check
-#   staged    the same collectives staged through pinned memory: rank threads, then rank processes
-#   copy      the device-to-device copy limit (and pinned host<->device), 8 B .. 1 GiB
-#   perf      loom-perf -G cuda: all_reduce, all_gather, reduce_scatter 8 B .. 1 GiB, 1 rank and 2 rank
-#             threads sharing the GPU as plan kernels, then 8 B all_reduce latency over 2000 iterations
-#   torch     the Python binding built against this machine's torch, and tests/python/test_cuda.py
-#
-# Every step builds first if needed (a new machine has no build). Results: gpu-results/<step>/ (logs,
-# JSON rows), summarized on stdout; when $OUT is set (the GPU machine's result folder), one tarball
-# $OUT/loom-gpu-<steps>.tar.gz of this call's results. Exits non-zero when any step failed, and a GPU
-# test that skips while nvidia-smi sees a GPU counts as failed.
-# Environment: BUILD (default build-gpu), MAXBYTES (1G), ITERS (20).
+# Every test binary runs directly (not through meson) under its own `timeout -k 5` and a LOOM_TIMEOUT_MS
+# of seconds, in escalating filters: a kernel smoke test, then one 2-rank collective, then the suite
+# test by test; a filter that selects no test fails, and two timeouts in a row stop a suite. One command
+# shares one time budget (GPU_RUN_SECONDS, default 280): an item that no longer fits is skipped, saying
+# so. Everything is written into the results folder as it runs ($OUT when set, else gpu-results/<plans>):
+# log.txt (all output), items.tsv (one line per item), rows.jsonl (measurements), summary.txt (the
+# one-screen summary, also printed at the end). Exits non-zero when an item failed.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-BUILD=${BUILD:-build-gpu}
-MAXBYTES=${MAXBYTES:-1G}
-ITERS=${ITERS:-20}
-STEP_SECONDS=${STEP_SECONDS:-540}
-results="$root/gpu-results"
-failed=()
+dry=0
+if [ "${1:-}" = --dry-run ]; then dry=1; shift; fi
+export LOOM_GPU_DRY_RUN=$dry
+# shellcheck source=scripts/gpu_items.sh
+source "$root/scripts/gpu_items.sh"
+# shellcheck source=scripts/gpu_steps.sh
+source "$root/scripts/gpu_steps.sh"
+[ $# -gt 0 ] || { sed -n '2,22p' "$0"; exit 2; }
 
-[ $# -gt 0 ] || { sed -n '2,25p' "$0"; exit 2; }
-if [ ! -f .gpu-kit/env.sh ]; then
-  echo "gpu-run: no .gpu-kit here: run scripts/gpu-kit.sh on a machine with Debian's registry and carry .gpu-kit" >&2
-  exit 2
-fi
-# shellcheck disable=SC1091
-source .gpu-kit/env.sh
-export PATH="/usr/local/cuda/bin:$PATH"
-# More hardware queues than rank streams (src/device/README.md). Module loading stays CUDA's default
-# (lazy): Loom loads its kernels itself, and the run checks that it does.
-export CUDA_DEVICE_MAX_CONNECTIONS=32
-
-note() { echo "$*" | tee -a "$results/summary.txt"; }
-
-# run NAME CMD...: one command under the step's time limit, its output kept in the step's folder.
-run() {
-  local name=$1
-  shift
-  note "\$ $*"
-  timeout --kill-after=10 "$STEP_SECONDS" "$@" >"$dir/$name.log" 2>&1
-  local rc=$?
-  tail -n 25 "$dir/$name.log"
-  note "# $name: exit $rc$([ $rc -eq 124 ] && echo ' (timed out)')"
-  [ $rc -eq 0 ] || failed+=("$name")
-  return $rc
-}
-
-gpu_seen() { nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
-
-ensure_build() {
-  if [ -x "$BUILD/tools/perf/loom-perf" ] && ninja -C "$BUILD" -n 2>/dev/null | grep -q 'no work to do'; then return 0; fi
-  local opts=(--buildtype=release -Dcuda=enabled)
-  if [ -f "$BUILD/build.ninja" ]; then
-    true
-  elif [ -d "$BUILD" ]; then
-    meson setup --wipe "$BUILD" "${opts[@]}" >"$dir/setup.log" 2>&1 || { tail -40 "$dir/setup.log"; return 1; }
-  else
-    meson setup "$BUILD" "${opts[@]}" >"$dir/setup.log" 2>&1 || { tail -40 "$dir/setup.log"; return 1; }
-  fi
-  run build ninja -C "$BUILD"
-}
-
-# meson test, failing when a GPU test skips on a machine that has a GPU.
-gpu_tests() {
-  local name=$1
-  shift
-  run "$name" meson test -C "$BUILD" --no-rebuild --print-errorlogs --num-processes 1 "$@"
-  local rc=$?
-  if gpu_seen && grep -q 'SKIP' "$dir/$name.log"; then
-    note "# $name: a GPU test skipped although nvidia-smi sees a GPU: counted as failed"
-    failed+=("$name-skipped")
-    return 1
-  fi
-  return $rc
-}
-
-perf() {  # perf NAME ARGS...: loom-perf on device buffers, its rows also as JSON
-  local name=$1
-  shift
-  run "$name" "$BUILD/tools/perf/loom-perf" -G cuda -T "$((STEP_SECONDS - 30))" -J "$dir/$name.json" "$@"
-}
-
-mkdir -p "$results"
-for step in "$@"; do
-  dir="$results/$step"
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  note "## $step, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  SECONDS=0
-  case "$step" in
-    probe)
-      {
-        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || true
-        for tool in nvcc g++ python3 meson ninja cmake; do printf '%s: ' "$tool"; "$tool" --version 2>&1 | tail -n 1; done
-        python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
-        "$PKG_CONFIG" --modversion hwloc fmt pugixml nlohmann_json gtest CLI11 | paste -sd' '
-        nproc
-      } 2>&1 | tee "$dir/probe.log"
-      ;;
-    build) ensure_build || failed+=(build) ;;
-    test)
-      ensure_build || { failed+=(build); continue; }
-      gpu_tests gpu-unit --suite device gpu_host_only gpu_kernels_device gpu_cubins
-      gpu_tests gpu-plans gpu_collectives_plans
-      ;;
-    staged)
-      ensure_build || { failed+=(build); continue; }
-      gpu_tests gpu-staged gpu_collectives_threads gpu_collectives_processes
-      ;;
-    copy)
-      ensure_build || { failed+=(build); continue; }
-      run copy-bw "$BUILD/tests/gpu/loom-gpu-copy-bw" "$(numfmt --from=iec "$MAXBYTES")" "$ITERS"
-      ;;
-    perf)
-      ensure_build || { failed+=(build); continue; }
-      for coll in all_reduce all_gather reduce_scatter; do
-        perf "$coll-1rank" "$coll" -t 1 -b 8 -e "$MAXBYTES" -f 2 -n "$ITERS" -w 5 -c 1
-        LOOM_DEVICE_PLANS=require perf "$coll-2threads" "$coll" -t 2 -b 8 -e "$MAXBYTES" -f 2 -n "$ITERS" -w 5 -c 1
-      done
-      LOOM_DEVICE_PLANS=require perf latency-2threads all_reduce -t 2 -b 8 -e 8 -n 2000 -w 200 -c 1
-      perf latency-1rank all_reduce -t 1 -b 8 -e 8 -n 2000 -w 200 -c 1
-      ;;
-    torch)
-      ensure_build || { failed+=(build); continue; }
-      run torch-build env LOOM_BUILD_DIR="$root/$BUILD" bash -c \
-        'cd bindings/python && MAX_JOBS=$(nproc) python3 setup.py -q build_ext --inplace'
-      run torch-cuda env PYTHONPATH="$root/bindings/python" python3 -m pytest -q -p no:cacheprovider tests/python/test_cuda.py
-      ;;
-    *)
-      echo "gpu-run: unknown step '$step'" >&2
-      failed+=("$step")
-      ;;
+# The plans of record expand to steps; single steps are accepted as they are.
+steps=()
+for arg in "$@"; do
+  case "$arg" in
+    check) steps+=(probe smoke plans extension) ;;
+    measure) steps+=(copy perf torch) ;;
+    probe|smoke|plans|extension|staged|hosts|copy|perf|torch) steps+=("$arg") ;;
+    *) echo "gpu-run: unknown plan or step '$arg'" >&2; exit 2 ;;
   esac
-  note "# $step took ${SECONDS}s"
 done
 
-if [ -n "${OUT:-}" ]; then
-  tarball="$OUT/loom-gpu-$(IFS=-; echo "$*").tar.gz"
-  tar -czf "$tarball" -C "$results" .
-  echo "results: $tarball"
+budget=${GPU_RUN_SECONDS:-280}
+deadline=$((SECONDS + budget))
+if [ -n "${OUT:-}" ]; then results="$OUT"; else results="$root/gpu-results/$(IFS=-; echo "$*")"; rm -rf "$results"; fi
+mkdir -p "$results"
+items_init "$results" "$deadline"
+
+if [ "$dry" = 1 ]; then
+  # FakeCuda: the CUDA runtime and kernels on host threads (tests/fakecuda); the ordinary build has its
+  # variants of the GPU binaries.
+  bin="${LOOM_BUILD_DIR:-$root/build}"
+  declare -A binary=([host_only]=tests/gpu/fakecuda_host_only [kernels]=tests/gpu/fakecuda_kernels
+                     [plans]=tests/gpu/fakecuda_collectives_plans [threads]=tests/gpu/fakecuda_collectives_threads
+                     [processes]=tests/gpu/fakecuda_collectives_processes [hosts]=tests/gpu/fakecuda_collectives_hosts
+                     [perf]=tests/gpu/loom-perf-fakecuda [copy]=tests/gpu/loom-gpu-copy-bw-fakecuda)
+  mode="dry run against FakeCuda, binaries of $bin"
+else
+  declare -A binary=([host_only]=tests/gpu/gpu_host_only [kernels]=tests/gpu/gpu_kernels_device
+                     [plans]=tests/gpu/gpu_collectives_plans [threads]=tests/gpu/gpu_collectives_threads
+                     [processes]=tests/gpu/gpu_collectives_processes [hosts]=tests/gpu/gpu_collectives_hosts
+                     [perf]=tools/perf/loom-perf [copy]=tests/gpu/loom-gpu-copy-bw)
+  if [ ! -f .gpu-kit/env.sh ]; then
+    note "gpu-run: no .gpu-kit here: run scripts/gpu-kit.sh on a machine with Debian's registry and carry .gpu-kit"
+    exit 2
+  fi
+  # shellcheck disable=SC1091
+  source .gpu-kit/env.sh
+  export PATH="/usr/local/cuda/bin:$PATH"
+  # The kit's binaries when they were built from this very source; else a build here (minutes).
+  if [ "${LOOM_GPU_PREBUILT:-1}" = 1 ] && bash scripts/gpu-unpack-kit.sh; then
+    bin="$root/.gpu-kit/prebuilt"
+    mode="prebuilt binaries of the kit (source $(cut -c1-12 .gpu-kit/prebuilt/SOURCE))"
+  else
+    bin="$root/${BUILD:-build-gpu}"
+    mode="built here into $bin (the kit's binaries are missing or from other source)"
+  fi
 fi
-if [ ${#failed[@]} -gt 0 ]; then
-  note "FAILED: ${failed[*]}"
-  exit 1
-fi
-note "all steps passed: $*"
+# More hardware queues than rank streams (src/device/README.md). Module loading stays CUDA's default
+# (lazy): Loom loads its kernels itself, and the tests check that it does.
+export CUDA_DEVICE_MAX_CONNECTIONS=32
+
+note "## gpu-run $*: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), ${budget} s budget; $mode"
+note "## steps: ${steps[*]}"
+
+# Source build (fallback): only the binaries the steps use.
+ensure_binaries() {
+  [ "$bin" = "$root/${BUILD:-build-gpu}" ] || return 0
+  [ -n "${built:-}" ] && return "$built"
+  local targets=(libloom.so libloom_internal.a)
+  local role
+  for role in "${!binary[@]}"; do targets+=("${binary[$role]}"); done
+  if [ ! -f "$bin/build.ninja" ]; then
+    item_run build-setup 60 240 meson setup --wipe "$bin" --buildtype=release -Dcuda=enabled ||
+      item_run build-setup 60 240 meson setup "$bin" --buildtype=release -Dcuda=enabled
+  fi
+  item_run build 120 540 ninja -C "$bin" "${targets[@]}"
+  built=$?
+  return "$built"
+}
+
+for step in "${steps[@]}"; do
+  note "## step $step ($(items_left) s left)"
+  case "$step" in
+    probe) step_probe ;;
+    smoke)
+      ensure_binaries || continue
+      gtest_item smoke-host-only 15 60 20 "$bin/${binary[host_only]}" '*'
+      gtest_item smoke-kernels 20 90 20 "$bin/${binary[kernels]}" '*'
+      # One 2-rank collective as plan kernels: if this cannot pass, the suite would only time out.
+      gtest_item smoke-collective 15 60 15 "$bin/${binary[plans]}" 'Ranks/DeviceCollectives.AllReduce/n2' \
+        LOOM_DEVICE_PLANS=require
+      ;;
+    plans)
+      ensure_binaries || continue
+      if ! item_passed smoke-collective; then
+        item_skip plans "the 2-rank collective (smoke-collective) did not pass"
+        continue
+      fi
+      gtest_suite plans "$bin/${binary[plans]}" 'DeviceCollectives' LOOM_DEVICE_PLANS=require
+      ;;
+    staged)
+      ensure_binaries || continue
+      gtest_suite staged-threads "$bin/${binary[threads]}" 'DeviceCollectives'
+      gtest_suite staged-processes "$bin/${binary[processes]}" 'DeviceCollectives'
+      ;;
+    hosts)
+      ensure_binaries || continue
+      gtest_suite hosts "$bin/${binary[hosts]}" 'DeviceCollectives' LOOM_DEVICE_PLANS=require
+      ;;
+    copy)
+      ensure_binaries || continue
+      step_copy "$bin/${binary[copy]}"
+      ;;
+    perf)
+      ensure_binaries || continue
+      step_perf "$bin/${binary[perf]}"
+      ;;
+    extension)
+      ensure_binaries || continue
+      step_extension "$bin"
+      ;;
+    torch)
+      ensure_binaries || continue
+      step_extension "$bin" && step_torch
+      ;;
+  esac
+done
+
+items_summary

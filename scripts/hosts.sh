@@ -43,12 +43,16 @@ check() {
   command -v ip >/dev/null || { echo "iproute2 (ip) is missing"; exit 2; }
   local probe="loomprobe$$"
   if ! err="$(ip netns add "$probe" 2>&1)"; then echo "cannot make a network namespace: $err"; exit 2; fi
+  # The veth pair inside the probe's own namespace: fixed names there cannot collide with another
+  # check running at the same time (two test suites starting together), which would read as "no
+  # namespaces here" and skip a whole suite.
+  local veth=0
+  err="$(ip -n "$probe" link add name probe0 type veth peer name probe1 2>&1)" || veth=1
   ip netns del "$probe"
+  [ $veth -eq 0 ] || { echo "cannot make veth pairs: $err"; exit 2; }
   if ! err="$(unshare --uts --mount --propagation private true 2>&1)"; then
     echo "cannot make UTS and mount namespaces: $err"; exit 2
   fi
-  if ! err="$(ip link add loomprobe0 type veth peer name loomprobe1 2>&1)"; then echo "cannot make veth pairs: $err"; exit 2; fi
-  ip link del loomprobe0
 }
 
 down() {
@@ -63,8 +67,9 @@ down() {
 netem_available() {
   local probe="loomnetem$$" ok=1
   ip netns add "$probe" 2>/dev/null || return 1
-  ip -n "$probe" link add a type veth peer name b 2>/dev/null &&
-    tc -n "$probe" qdisc add dev a root netem delay 1ms 2>/dev/null && ok=0
+  # "name" spelled out: a bare "a" would be read as ip's "address".
+  ip -n "$probe" link add name probe0 type veth peer name probe1 2>/dev/null &&
+    tc -n "$probe" qdisc add dev probe0 root netem delay 1ms 2>/dev/null && ok=0
   ip netns del "$probe"
   return $ok
 }

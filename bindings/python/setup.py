@@ -7,6 +7,7 @@ import os
 import pathlib
 
 from setuptools import setup
+import torch
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 here = pathlib.Path(__file__).resolve().parent
@@ -29,6 +30,26 @@ if not info.exists() or info.read_text() != info_text:
     for stale in (here / "loom").glob("_C*.so"):  # linked against another build directory
         stale.unlink()
 
+# c10d's C++ API moves between torch releases: what this torch has is read off its headers, so that the
+# binding builds against the torch it will run with (the GPU machine's may be older than this one's).
+c10d_headers = pathlib.Path(torch.__file__).parent / "include" / "torch" / "csrc" / "distributed" / "c10d"
+
+
+def c10d_has(header, text):
+    path = c10d_headers / header
+    return path.exists() and text in path.read_text(errors="replace")
+
+
+c10d_macros = [
+    # The PREMUL_SUM factor's holder: NCCLPreMulSumSupplement in older releases.
+    ("LOOM_C10D_PREMUL_SUPPLEMENT",
+     "PreMulSumSupplement" if c10d_has("Types.hpp", "struct PreMulSumSupplement") else "NCCLPreMulSumSupplement"),
+]
+if c10d_has("Work.hpp", "getTimeout"):
+    c10d_macros.append(("LOOM_C10D_WORK_HAS_TIMEOUT", "1"))
+if c10d_has("Work.hpp", "ALLGATHER_INTO_TENSOR_COALESCED"):
+    c10d_macros.append(("LOOM_C10D_TENSOR_COALESCED_OPS", "1"))
+
 sources = sorted(str(p.relative_to(here)) for p in (here / "csrc").glob("*.cc"))
 # build_ext skips an up-to-date extension; headers count too.
 depends = sorted(str(p.relative_to(here)) for p in (here / "csrc").glob("*.h")) + [str(repo / "include" / "loom.h")]
@@ -48,7 +69,8 @@ setup(
             runtime_library_dirs=[str(build_dir)],
             depends=depends + [str(internal)],
             # -g0: torch's headers make debug info slow to produce and large.
-            extra_compile_args=["-O2", "-g0", "-Wall", "-Wno-unused-parameter"],
+            define_macros=c10d_macros,
+            extra_compile_args=["-O2", "-g0", "-std=c++20", "-Wall", "-Wno-unused-parameter"],  # the headers of src/ are C++20
             extra_link_args=[str(internal), "-Wl,--exclude-libs,libloom_internal.a", "-lhwloc", "-lpugixml", "-lfmt"],
         )
     ],

@@ -9,6 +9,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/job_report.h"
 #include "core/job_setup.h"
+#include "core/net_lanes.h"
 
 std::string loomComm::describe() const {
   return fmt::format("comm '{}' rank {}/{}", settings.name, rank, nranks);
@@ -80,6 +81,7 @@ device::CommFacts deviceFacts(loomComm* comm, const std::vector<PeerLocation>& p
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     comm->lastError = error.message();
   };
+  facts.netLanes = netLanesFor(comm);
   return facts;
 }
 

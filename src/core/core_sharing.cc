@@ -34,12 +34,13 @@ int runnableThreads() {
   return running;
 }
 
-// Each CPU's idle time so far (/proc/stat's idle + iowait, in clock ticks), indexed by CPU number;
-// empty when it cannot be read.
-std::vector<uint64_t> idleTicksByCpu() {
-  std::vector<uint64_t> idle;
+// Each CPU's idle time so far (/proc/stat's idle + iowait, in clock ticks), indexed by CPU number,
+// into `idle` (emptied first; left empty when /proc/stat cannot be read). Filled in place: its
+// capacity, reserved for every configured CPU, is kept, so a look allocates nothing.
+void readIdleTicksByCpu(std::vector<uint64_t>& idle) {
+  idle.clear();
   FILE* f = std::fopen("/proc/stat", "r");
-  if (!f) return idle;
+  if (!f) return;
   char line[512];
   while (std::fgets(line, sizeof line, f)) {
     if (std::strncmp(line, "cpu", 3) != 0 || !std::isdigit(static_cast<unsigned char>(line[3])))
@@ -53,10 +54,19 @@ std::vector<uint64_t> idleTicksByCpu() {
     idle[static_cast<size_t>(cpu)] = idleTicks + iowait;
   }
   std::fclose(f);
-  return idle;
 }
 
 }  // namespace
+
+CoreSharing::CoreSharing(const TransportSet* transports, bool mayMove) : transports_(transports), mayMove_(mayMove) {
+  // A blocking operation allocates nothing once warm (tests/core/allocation_test.cc); the looks at
+  // /proc/stat in giveWay come during operations, so their two samples get their room now.
+  const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  if (mayMove_ && cpus > 0) {
+    idleSample_.reserve(static_cast<size_t>(cpus));
+    idleNow_.reserve(static_cast<size_t>(cpus));
+  }
+}
 
 bool CoreSharing::sharesCpuWith(int peer, uint64_t now) {
   if (peer < 0) return false;
@@ -90,7 +100,8 @@ void CoreSharing::giveWay(int peer, uint64_t now) {
   // and forth with its peer (microseconds). A CPU counts as free when it idled at least half the time
   // since the last look (10 ms or more ago); at the first look, when the machine runs no more threads
   // than it has CPUs, plus one.
-  std::vector<uint64_t> idleNow = idleTicksByCpu();
+  readIdleTicksByCpu(idleNow_);
+  const std::vector<uint64_t>& idleNow = idleNow_;
   const uint64_t elapsedNs = now - idleSampleNs_;
   const bool baseline = idleSample_.empty() || idleNow.size() != idleSample_.size();
   int target = -1;
@@ -108,7 +119,7 @@ void CoreSharing::giveWay(int peer, uint64_t now) {
           static_cast<double>(idleNow[c] - idleSample_[c]) >= 0.5 * ticksPerNs * static_cast<double>(elapsedNs))
         target = static_cast<int>(c);
   }
-  idleSample_ = std::move(idleNow);
+  idleSample_.swap(idleNow_);  // both keep their capacity
   idleSampleNs_ = now;
   if (target < 0) {
     sched_yield();

@@ -23,7 +23,7 @@ class CoreSharing {
  public:
   // `mayMove`: this host has at least as many CPUs as ranks (else sharing a core is unavoidable) and
   // the user allows Loom to touch affinity.
-  CoreSharing(const TransportSet* transports, bool mayMove) : transports_(transports), mayMove_(mayMove) {}
+  CoreSharing(const TransportSet* transports, bool mayMove);
 
   // Publishes this thread's CPU and tells whether `peer` (a memory peer) waited on the same CPU
   // within the last kRecentNs. False for other peers.
@@ -45,6 +45,7 @@ class CoreSharing {
   uint32_t sharedWaits_ = 0;
   uint64_t lastMoveNs_ = 0;
   std::vector<uint64_t> idleSample_;  // each CPU's idle ticks at the last look (giveWay)
+  std::vector<uint64_t> idleNow_;     // the look in progress; swapped with idleSample_ after it
   uint64_t idleSampleNs_ = 0;
 };
 

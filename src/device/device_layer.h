@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "device/operation_gate.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cuda/device_plan_layout.h"
 #include "loom.h"
 
 namespace loom::device {
@@ -105,6 +106,38 @@ struct ProcessIdentity {
   bool sameProcess(const ProcessIdentity& o) const { return hostHash == o.hostHash && pid == o.pid && nonce == o.nonce; }
 };
 
+// ---- Network lanes: plan kernels with peers on other hosts -------------------------------------------
+
+// A plan kernel reaches a peer on another host through FIFOs in its own rank's memory that a host proxy
+// moves over the network (core's transport: transport/net/fifo_proxy.h). The device layer lays them
+// out and allocates them; core connects and runs the proxy.
+struct NetLaneTables {
+  uint32_t nchannels = 1;
+  uint32_t laneChannels = 1;  // channels 0..laneChannels-1 have lanes: the same on every rank
+  std::vector<cuda::DeviceFifo> sends, recvs;  // by peer * nchannels + channel; present() for network peers
+};
+
+class NetLaneProxy {
+ public:
+  virtual ~NetLaneProxy() = default;  // stops moving messages
+  virtual void wake() = 0;            // a launch was enqueued: an idle proxy looks again at once
+};
+
+struct NetLanes {
+  // Where the FIFO slots live: the GPUDirect RDMA choice for the rank's GPU and NIC
+  // (transport/net/gdr_choice.h). Counters are always in pinned host memory, which the proxy polls.
+  enum class Slots { HostPinned, GpuDmabuf, GpuPeermem };
+  Slots slots = Slots::HostPinned;
+  std::string why;  // the choice's reason, for LOOM_DEBUG=INFO
+  // Unset: the communicator has no peer on another host. Collective over the communicator (every rank
+  // calls it once the FIFOs exist; a rank whose FIFOs could not be made passes why in `localError`,
+  // and every rank then fails with it): connects the network lanes and starts moving them.
+  // `onFailure` is called (from the proxy's thread) with an error naming the peer when a lane breaks.
+  std::function<Status(const NetLaneTables& tables, const Status& localError,
+                       std::function<void(const Status&)> onFailure, std::unique_ptr<NetLaneProxy>* out)>
+      start;
+};
+
 // What the layer needs of the communicator it serves, given once at init.
 struct CommFacts {
   int rank = 0;
@@ -119,6 +152,7 @@ struct CommFacts {
   // Fails the communicator (its peers are told, later calls refused) with a failure the layer found:
   // a launch that could not be completed, a lane that failed. Thread-safe.
   std::function<void(const Status&)> fail;
+  NetLanes netLanes;  // peers on other hosts (set by core when the communicator has network peers)
 };
 
 // Whether plan kernels serve the communicator's device buffers (decided at its first operation on them).

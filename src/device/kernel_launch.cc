@@ -66,7 +66,7 @@ Status PlanKernels::launchRun(std::vector<KernelPlan>& plans, size_t first, size
                               bool captured) {
   const P2pFifos& fifos = *fifos_;
   const loomDataType_t dtype = plans[first].dtype;
-  auto launch = std::make_unique<KernelLaunch>();
+  auto launch = std::make_shared<KernelLaunch>();
   cudaMemPool_t pool = nullptr;
   LOOM_TRY(launchPool(fifos.device(), &pool));
   StreamTemporaries temps(stream, pool);
@@ -115,8 +115,18 @@ Status PlanKernels::launchRun(std::vector<KernelPlan>& plans, size_t first, size
                        facts_.describe, plans[first].describe(), blocks, fifos.residentShare());
   const DevicePlanSequenceLayout layout = layoutDevicePlanSequence(planBytes);
   const size_t statusBytes = lanes * sizeof(cuda::DeviceLaneStatus);
-  LOOM_TRY(launch->blob.acquire(layout.total + statusBytes));
-  std::byte* blob = reinterpret_cast<std::byte*>(launch->blob.data());
+  // A slot of the ring: nothing allocated (plan_slots.h); a large encoding, or one that a graph keeps
+  // for the communicator's lifetime, takes pooled memory.
+  const bool slotted = !captured && layout.total + statusBytes <= slots_.slotBytes();
+  char* onDevice = nullptr;
+  if (slotted) {
+    LOOM_TRY(takeSlot(launch.get()));
+    onDevice = slots_.device(launch->slot);
+  } else {
+    LOOM_TRY(launch->blob.acquire(layout.total + statusBytes));
+    LOOM_TRY(temps.allocate(layout.total, &onDevice));
+  }
+  std::byte* blob = reinterpret_cast<std::byte*>(slotted ? slots_.host(launch->slot) : launch->blob.data());
   std::memset(blob, 0, layout.total + statusBytes);
   launch->statuses = reinterpret_cast<cuda::DeviceLaneStatus*>(blob + layout.total);
   writeDevicePlanSequenceHeader(layout, blocks, std::span(blob, layout.total));
@@ -128,8 +138,6 @@ Status PlanKernels::launchRun(std::vector<KernelPlan>& plans, size_t first, size
     if (!encoded.ok()) return encoded.withContext(kp.describe());
     launch->entries.push_back({kp.plan, kp.describe, firstStatus[k]});
   }
-  char* onDevice = nullptr;
-  LOOM_TRY(temps.allocate(layout.total, &onDevice));
 
   // Nothing is enqueued before this point but allocations: a refusal above leaves the user's memory as it was.
   for (const StagedSend& s : stagedSends) LOOM_TRY(enqueueStagedSend(s, stream));

@@ -16,10 +16,10 @@ namespace {
 
 constexpr size_t kLine = 128;  // a counter's own line (DeviceFifoCounter)
 
-// Rounds 2 and 3: whether a rank's step worked, and why not.
+// A setup step on one rank (rounds 2 and 3, the network lanes' start): whether it worked, and why not.
 struct Verdict {
   uint32_t ok = 0;
-  char why[160] = {0};
+  char why[204] = {0};
 };
 
 // Round 2: the rank's block.
@@ -31,7 +31,10 @@ struct BlockOffer {
 
 size_t alignLine(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 
-void setWhy(char (&why)[160], const std::string& text) { std::snprintf(why, sizeof why, "%s", text.c_str()); }
+template <size_t N>
+void setWhy(char (&why)[N], const std::string& text) {
+  std::snprintf(why, N, "%s", text.c_str());
+}
 
 ProcessIdentity processOf(const P2pFacts& f) { return ProcessIdentity{f.hostHash, f.pid, f.nonce}; }
 
@@ -107,6 +110,16 @@ std::string enablePeerAccess(int device, int peerDevice, int rank, const std::st
 
 }  // namespace
 
+Status agreeOnSetupStep(PeerExchange& exchange, const std::string& failure, std::string* why) {
+  Verdict mine;
+  mine.ok = failure.empty();
+  setWhy(mine.why, failure);
+  std::vector<Verdict> all(exchange.nranks());
+  LOOM_TRY(exchange.allGather(&mine, all.data(), sizeof mine));
+  *why = firstRefusal(all, [](const Verdict& v) -> const Verdict& { return v; });
+  return Status::Ok();
+}
+
 P2pFifos::~P2pFifos() {
   if (device_ < 0) return;
   DeviceScope scope(device_);
@@ -122,8 +135,19 @@ size_t P2pFifos::regionBytes() const {
 }
 
 size_t P2pFifos::regionOffset(int owner, int sender, uint32_t channel) const {
-  const size_t slot = static_cast<size_t>(sender < owner ? sender : sender - 1);
+  size_t slot = 0;  // the senders before this one that share owner's host (which is this rank's)
+  for (int r = 0; r < sender; ++r) slot += r != owner && !netPeers_[r] ? 1 : 0;
   return (slot * options_.nchannels + channel) * regionBytes();
+}
+
+bool P2pFifos::hasNetPeers() const { return std::find(netPeers_.begin(), netPeers_.end(), true) != netPeers_.end(); }
+
+void P2pFifos::adoptNetFifos(const NetLaneTables& tables) {
+  for (size_t i = 0; i < sends_.size() && i < tables.sends.size(); ++i)
+    if (netPeers_[i / options_.nchannels]) {
+      sends_[i] = tables.sends[i];
+      recvs_[i] = tables.recvs[i];
+    }
 }
 
 cuda::DeviceFifo P2pFifos::fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel, bool withPosts) const {
@@ -141,7 +165,9 @@ cuda::DeviceFifo P2pFifos::fifoIn(char* ownerBlock, int owner, int sender, uint3
 }
 
 Status P2pFifos::allocate() {
-  ownBytes_ = std::max<size_t>(1, static_cast<size_t>(nranks_ - 1) * options_.nchannels * regionBytes());
+  size_t sameHostPeers = 0;
+  for (int r = 0; r < nranks_; ++r) sameHostPeers += r != rank_ && !netPeers_[r] ? 1 : 0;
+  ownBytes_ = std::max<size_t>(1, sameHostPeers * options_.nchannels * regionBytes());
   void* block = nullptr;
   LOOM_CUDA_TRY(cudaMalloc(&block, ownBytes_));
   own_ = static_cast<char*>(block);
@@ -185,6 +211,7 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
   mine.nchannels = f->options_.nchannels;
   mine.nslots = f->options_.nslots;
   mine.slotBytes = f->options_.slotBytes;
+  mine.netLanes = options.netLanes ? 1 : 0;
   std::vector<P2pFacts> facts(f->nranks_);
   LOOM_TRY(exchange.allGather(&mine, facts.data(), sizeof mine).withContext("p2p transport setup"));
   std::vector<P2pPolicy> policies;
@@ -192,12 +219,15 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
   *required = p2pRequired(policies);
   *why = p2pSetupRefusal(facts);
   if (!why->empty()) return Status::Ok();  // every rank saw the same facts and stops here, nothing allocated
+  for (const P2pFacts& o : facts) f->netPeers_.push_back(o.hostHash != self.hostHash);
   f->residentShare_ = p2pResidentShare(facts);
   f->laneBudget_ = std::max(1u, f->residentShare_ / 2);
 
-  // Round 2: every rank's block; a CUDA IPC handle only when some peer lives in another process.
+  // Round 2: every rank's block; a CUDA IPC handle only when some peer on this host lives in another
+  // process (peers on other hosts are reached through network lanes).
   bool otherProcesses = false;
-  for (int r = 0; r < f->nranks_; ++r) otherProcesses = otherProcesses || !processOf(facts[r]).sameProcess(self);
+  for (int r = 0; r < f->nranks_; ++r)
+    otherProcesses = otherProcesses || (!f->netPeers_[r] && !processOf(facts[r]).sameProcess(self));
   BlockOffer block;
   local = f->allocate();
   if (local.ok() && otherProcesses) local = cudaStatus(cudaIpcGetMemHandle(&block.handle, f->own_), "cudaIpcGetMemHandle");
@@ -218,7 +248,7 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
   fifos.blocks_[fifos.rank_] = fifos.own_;
   std::string mapFailure;
   for (int r = 0; r < fifos.nranks_ && mapFailure.empty(); ++r) {
-    if (r == fifos.rank_) continue;
+    if (r == fifos.rank_ || fifos.netPeers_[r]) continue;
     const P2pFacts& peer = facts[r];
     const bool sameProcess = processOf(peer).sameProcess(self);
     int peerDevice = sameProcess ? peer.device : -1;
@@ -242,19 +272,14 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
     }
     fifos.ipcOpened_[r] = true;
   }
-  Verdict mapped;
-  mapped.ok = mapFailure.empty();
-  setWhy(mapped.why, mapFailure);
-  std::vector<Verdict> results(fifos.nranks_);
-  LOOM_TRY(exchange.allGather(&mapped, results.data(), sizeof mapped).withContext("p2p transport setup"));
-  *why = firstRefusal(results, [](const Verdict& v) -> const Verdict& { return v; });
+  LOOM_TRY(agreeOnSetupStep(exchange, mapFailure, why).withContext("p2p transport setup"));
   if (!why->empty()) return Status::Ok();
 
   const size_t n = static_cast<size_t>(fifos.nranks_) * fifos.options_.nchannels;
   fifos.sends_.assign(n, cuda::DeviceFifo{});
   fifos.recvs_.assign(n, cuda::DeviceFifo{});
   for (int peer = 0; peer < fifos.nranks_; ++peer) {
-    if (peer == fifos.rank_) continue;
+    if (peer == fifos.rank_ || fifos.netPeers_[peer]) continue;
     for (uint32_t c = 0; c < fifos.options_.nchannels; ++c) {
       const size_t i = static_cast<size_t>(peer) * fifos.options_.nchannels + c;
       fifos.sends_[i] = fifos.fifoIn(fifos.blocks_[peer], peer, fifos.rank_, c, fifos.sameProcess_[peer]);

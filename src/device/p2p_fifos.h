@@ -1,5 +1,6 @@
 // The p2p transport (DESIGN.md): FIFOs in GPU memory that the ranks of one host reach directly, for
-// the plan kernel (kernels/cuda/plan_kernel.cu). Every rank allocates one block of device memory
+// the plan kernel (kernels/cuda/plan_kernel.cu). Peers on other hosts get no FIFO here: the tables
+// take the network lanes' (net_lane_fifos.h, adoptNetFifos). Every rank allocates one block of device memory
 // holding the FIFOs its peers send into and maps every peer's block: same process (ranks as threads)
 // by address, other processes with CUDA IPC, over NVLink or PCIe peer access, or on the same GPU.
 // Several ranks may share one GPU.
@@ -46,7 +47,12 @@ struct P2pFifoOptions {
   uint32_t nslots = 4;
   size_t slotBytes = 128 << 10;
   P2pPolicy policy = P2pPolicy::Auto;
+  bool netLanes = false;  // peers on other hosts are reached through network lanes (net_lane_fifos.h)
 };
+
+// One step of a collective setup that every rank must pass: each rank's `failure` ("" when its step
+// worked); *why becomes the first failing rank's, "" when all worked. Collective over `exchange`.
+Status agreeOnSetupStep(PeerExchange& exchange, const std::string& failure, std::string* why);
 
 class P2pFifos {
  public:
@@ -66,6 +72,11 @@ class P2pFifos {
   // fills (in the peers' blocks) and the ones it drains (in its own); empty for itself.
   std::span<const cuda::DeviceFifo> sends() const { return sends_; }
   std::span<const cuda::DeviceFifo> recvs() const { return recvs_; }
+  // Ranks on other hosts (the tables above have nothing for them until adoptNetFifos), by rank.
+  const std::vector<bool>& netPeers() const { return netPeers_; }
+  bool hasNetPeers() const;
+  // The network lanes' FIFOs join the tables, for the peers on other hosts.
+  void adoptNetFifos(const NetLaneTables& tables);
   uint32_t nchannels() const { return options_.nchannels; }
   size_t slotBytes() const { return options_.slotBytes; }
   int device() const { return device_; }
@@ -90,6 +101,8 @@ class P2pFifos {
  private:
   P2pFifos() = default;
   size_t regionBytes() const;
+  // Where sender's FIFO lies in owner's block (owner on this rank's host): a block holds one region per
+  // (peer on its host, channel).
   size_t regionOffset(int owner, int sender, uint32_t channel) const;
   cuda::DeviceFifo fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel, bool withPosts) const;
   Status allocate();
@@ -100,6 +113,7 @@ class P2pFifos {
   P2pFifoOptions options_;
   char* own_ = nullptr;
   size_t ownBytes_ = 0;
+  std::vector<bool> netPeers_;     // by rank: on another host than this rank
   std::vector<char*> blocks_;      // by rank: where this rank sees each rank's block
   std::vector<bool> ipcOpened_;    // by rank: mapped through the process's IPC mappings (released when done)
   std::vector<bool> sameProcess_;  // by rank: shares this process's address space (direct mode)

@@ -35,7 +35,11 @@ bool p2pRequired(std::span<const P2pPolicy> policies) {
 
 std::string p2pPairRefusal(const P2pEndpoint& a, int ra, const P2pEndpoint& b, int rb, P2pPolicy policy) {
   if (policy == P2pPolicy::Off) return fmt::format("LOOM_DEVICE_PLANS=0 on some rank");
-  if (a.hostHash != b.hostHash) return fmt::format("ranks {} and {} are on different hosts", ra, rb);
+  if (a.hostHash != b.hostHash) {
+    if (a.netLanes && b.netLanes) return "";
+    return fmt::format("ranks {} and {} are on different hosts and rank {} has no network lanes for plan kernels", ra,
+                       rb, a.netLanes ? rb : ra);
+  }
   // Processes sharing a GPU time-slice their kernels unless MPS runs, and a kernel that waits for a
   // peer's kernel then waits a time slice per message. Threads sharing one deadlock when one of them
   // synchronizes the device (cudaFree, the legacy stream) while a peer's operation is pending.
@@ -67,8 +71,10 @@ std::string p2pSetupRefusal(std::span<const P2pFacts> facts) {
   const P2pPolicy combined = combineP2pPolicies(policies);
   for (size_t a = 0; a < facts.size(); ++a)
     for (size_t b = a + 1; b < facts.size(); ++b) {
-      std::string why = p2pPairRefusal(P2pEndpoint{facts[a].hostHash, facts[a].bus()}, static_cast<int>(a),
-                                        P2pEndpoint{facts[b].hostHash, facts[b].bus()}, static_cast<int>(b), combined);
+      std::string why = p2pPairRefusal(P2pEndpoint{facts[a].hostHash, facts[a].bus(), facts[a].netLanes != 0},
+                                        static_cast<int>(a),
+                                        P2pEndpoint{facts[b].hostHash, facts[b].bus(), facts[b].netLanes != 0},
+                                        static_cast<int>(b), combined);
       if (!why.empty()) return why;
     }
   return "";

@@ -13,7 +13,7 @@ namespace loom::device {
 enum class P2pPolicy : int32_t {
   Off = 0,       // device buffers are always staged through host memory
   Forced = 1,    // also for ranks sharing one GPU (NCCL refuses them; see p2pPairRefusal)
-  Auto = 2,      // when every pair of ranks is on different GPUs of one host with peer access
+  Auto = 2,      // when every pair of ranks on one host is on different GPUs with peer access
   Required = 3,  // as Forced, and plan kernels that cannot run are an error instead of staging
 };
 P2pPolicy p2pPolicyFromEnvironment();
@@ -27,10 +27,12 @@ bool p2pRequired(std::span<const P2pPolicy> policies);
 struct P2pEndpoint {
   uint64_t hostHash = 0;
   std::string busId;  // the GPU as every process names it (device ordinals depend on CUDA_VISIBLE_DEVICES)
+  bool netLanes = false;  // reaches peers on other hosts through network lanes (device_layer.h's NetLanes)
 };
 
 // Why ranks `ra` and `rb` should not run plan kernels against each other under the combined `policy`,
-// or "". Peer access between two GPUs is checked by the ranks themselves (p2p_fifos.cc).
+// or "". Ranks on different hosts run against each other through network lanes when both have them.
+// Peer access between two GPUs is checked by the ranks themselves (p2p_fifos.cc).
 std::string p2pPairRefusal(const P2pEndpoint& a, int ra, const P2pEndpoint& b, int rb, P2pPolicy policy);
 
 // The first round of the p2p transport's setup (p2p_fifos.h): what every rank tells the others before
@@ -45,6 +47,8 @@ struct P2pFacts {
   uint32_t residentBlocks = 0;  // plan-kernel blocks its GPU holds at once
   uint32_t nchannels = 0, nslots = 0;  // the FIFO layout: every rank must use the same
   uint64_t slotBytes = 0;
+  uint32_t netLanes = 0;  // the rank has network lanes for peers on other hosts
+  uint32_t reserved = 0;
   char busId[32] = {0};  // the GPU, as every process names it (ordinals depend on CUDA_VISIBLE_DEVICES)
   char why[160] = {0};   // when !ok
   std::string bus() const;

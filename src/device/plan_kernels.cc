@@ -32,6 +32,26 @@ uint32_t deviceChannelSetting() {
   return kDefault;
 }
 
+// LOOM_NET_LANE_CHANNELS: the channels a plan kernel uses in a job of several hosts, each with its own
+// network lane to every peer on another host (as NCCL runs few channels per NIC). Every rank must use
+// the same value.
+uint32_t netLaneChannelSetting(uint32_t most) {
+  constexpr int64_t kDefault = 4;
+  const int64_t v = envInt("LOOM_NET_LANE_CHANNELS", kDefault);
+  if (v >= 1 && v <= most) return static_cast<uint32_t>(v);
+  LOOM_WARN(Init, "LOOM_NET_LANE_CHANNELS={} is outside 1..{}; using {}", v, most, std::min<int64_t>(kDefault, most));
+  return static_cast<uint32_t>(std::min<int64_t>(kDefault, most));
+}
+
+const char* slotsName(NetLanes::Slots slots) {
+  switch (slots) {
+    case NetLanes::Slots::GpuDmabuf: return "GPU memory (GPUDirect RDMA through dmabuf)";
+    case NetLanes::Slots::GpuPeermem: return "GPU memory (GPUDirect RDMA through nvidia-peermem)";
+    case NetLanes::Slots::HostPinned: break;
+  }
+  return "pinned host memory";
+}
+
 // Encoded plans of small operations take the smallest pinned class (64 KiB); a few of those, and one
 // block for a large operation's plans, are allocated at setup so that the first launches find them
 // cached (pinned_pool.h says why that matters).
@@ -63,10 +83,17 @@ bool isLegacyStream(loomStream_t stream) { return stream == nullptr || stream ==
 
 PlanKernels::~PlanKernels() {
   if (failed_.load()) raiseAbort();
+  std::deque<std::shared_ptr<KernelLaunch>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);  // the proxy's thread may reap them too
+    destroying_ = true;
+    pending.swap(launches_);
+  }
   if (fifos_) {  // launches run on the transport's GPU
     DeviceScope scope(fifos_->device());
-    for (auto& launch : launches_) launch->done.wait();
+    for (auto& launch : pending) launch->done.wait();
   }
+  netProxy_.reset();  // before the members it calls back into (and the FIFOs it moves) go
   if (fifos_ && failed_.load()) fifos_->keepBlockAfterFailure();
   if (abortFlag_.host) flags_.release(abortFlag_);
 }
@@ -87,12 +114,14 @@ Status PlanKernels::setUp(int gpu) {
   options.nslots = static_cast<uint32_t>(facts_.nslots);
   options.slotBytes = facts_.slotBytes;
   options.policy = p2pPolicyFromEnvironment();
+  options.netLanes = static_cast<bool>(facts_.netLanes.start);
   {
     DeviceScope scope(gpu);
     LOOM_CUDA_TRY(scope.error());
     Status local = loadKernels();
     if (local.ok() && !abortFlag_.host) local = flags_.acquire(&abortFlag_);  // kept if a setup is retried
     if (local.ok()) local = warmPinnedPool();
+    if (local.ok() && !slots_.allocated()) local = slots_.allocate(PlanSlots::kDefaultCount, PlanSlots::kDefaultBytes);
     cudaMemPool_t pool = nullptr;
     if (local.ok()) local = launchPool(gpu, &pool);
     if (!local.ok()) return local.withContext(facts_.describe + ": device plans");
@@ -102,6 +131,10 @@ Status PlanKernels::setUp(int gpu) {
   std::string why;
   LOOM_TRY(P2pFifos::create(*facts_.exchange, facts_.processes, gpu, options, &fifos_, &why, &required_)
                .withContext(facts_.describe + ": device plans"));
+  if (why.empty() && fifos_->hasNetPeers()) {
+    DeviceScope scope(gpu);
+    LOOM_TRY(startNetLanes(&why).withContext(facts_.describe + ": network lanes of plan kernels"));
+  }
   if (!why.empty()) {
     setup_ = PlanKernelSetup::Unavailable;
     refusal_ = why;
@@ -114,6 +147,59 @@ Status PlanKernels::setUp(int gpu) {
   setup_ = PlanKernelSetup::Ready;
   LOOM_INFO(Init, "{}: device buffers run as plan kernels on GPU {}", facts_.describe, gpu);
   return Status::Ok();
+}
+
+Status PlanKernels::startNetLanes(std::string* why) {
+  // The channel count first: the proxies' connection records are sized by it.
+  const uint32_t laneChannels = netLaneChannelSetting(fifos_->nchannels());
+  std::vector<uint32_t> counts(facts_.nranks);
+  LOOM_TRY(facts_.exchange->allGather(&laneChannels, counts.data(), sizeof laneChannels));
+  for (uint32_t theirs : counts)
+    if (theirs != laneChannels) {
+      *why = fmt::format("ranks use {} and {} network lane channels: LOOM_NET_LANE_CHANNELS must agree", laneChannels,
+                         theirs);
+      return Status::Ok();
+    }
+  Status local = NetLaneFifos::allocate(fifos_->device(), facts_.netLanes.slots, fifos_->netPeers(), fifos_->nchannels(),
+                                        laneChannels, static_cast<uint32_t>(facts_.nslots), fifos_->slotBytes(),
+                                        &netFifos_);
+  NetLaneTables tables;
+  tables.nchannels = fifos_->nchannels();
+  tables.laneChannels = laneChannels;
+  if (netFifos_) tables = netFifos_->tables();
+  Status started = facts_.netLanes.start(tables, local, [this](const Status& error) { netLaneFailed(error); },
+                                         &netProxy_);
+  // Every rank says whether its proxy started (connections fail on the ranks that see it), so that all
+  // run plan kernels, or none.
+  LOOM_TRY(agreeOnSetupStep(*facts_.exchange, started.ok() ? "" : fmt::format("rank {}: {}", facts_.rank,
+                                                                               started.message()),
+                            why));
+  if (!why->empty()) {
+    netProxy_.reset();
+    return Status::Ok();
+  }
+  fifos_->adoptNetFifos(tables);
+  size_t peers = 0;
+  for (bool net : fifos_->netPeers()) peers += net ? 1 : 0;
+  LOOM_INFO(Init, "{}: plan kernels reach {} peer(s) on other hosts through network lanes ({} channel(s), slots in {}: "
+            "{}; {} KiB pinned host memory, {} KiB GPU memory)",
+            facts_.describe, peers, laneChannels, slotsName(facts_.netLanes.slots), facts_.netLanes.why,
+            netFifos_->hostBytes() >> 10, netFifos_->gpuBytes() >> 10);
+  return Status::Ok();
+}
+
+void PlanKernels::netLaneFailed(const Status& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  netBroken_ = error.withContext(facts_.describe);
+  if (destroying_) raiseAbort();  // the launches being waited for end now rather than at their timeout
+  else checkNetLanesLocked();
+}
+
+// A broken network lane fails the communicator only while a launch may wait on it.
+void PlanKernels::checkNetLanesLocked() {
+  if (netBroken_.ok() || failed_.load()) return;
+  reapLocked();
+  if (!launches_.empty() || !captured_.empty()) fail(netBroken_);
 }
 
 Status PlanKernels::adjustChannels(Algorithm algo, PlanRequest* req) {
@@ -132,7 +218,9 @@ Status PlanKernels::adjustChannels(Algorithm algo, PlanRequest* req) {
                        "rank's share of its GPU holds resident: use fewer ranks per GPU, or another algorithm "
                        "(LOOM_ALGO)",
                        facts_.describe, collectiveName(req->coll), req->nranks, found->second, fifos_->residentShare());
-  DeviceChannelLimits limits{static_cast<int>(fifos_->nchannels()), fifos_->laneBudget()};
+  // With network lanes, only their channels reach the peers on other hosts.
+  const uint32_t channels = netProxy_ ? netFifos_->tables().laneChannels : fifos_->nchannels();
+  DeviceChannelLimits limits{static_cast<int>(channels), fifos_->laneBudget()};
   if (facts_.forcedChannels > 0) limits.maxChannels = std::min(limits.maxChannels, facts_.forcedChannels);
   const uint64_t bytes = facts_.forcedChannels > 0 ? UINT64_MAX : deviceOperationBytes(*req);
   req->nchannels = deviceChannels(bytes, found->second, limits);
@@ -218,6 +306,11 @@ Status PlanKernels::launch(std::vector<KernelPlan>& plans, std::span<const loomS
     if (ordered.ok()) ordered = after.orderBefore(other);
   if (launched.ok()) launched = ordered;
   if (!launched.ok()) fail(launched);  // the peers' lanes wait for this rank: stop ours, fail the call
+  if (netProxy_) {
+    netProxy_->wake();
+    std::lock_guard<std::mutex> lock(mutex_);
+    checkNetLanesLocked();  // a lane that broke before this launch: the launch would wait on it
+  }
   return launched;
 }
 
@@ -235,12 +328,35 @@ void PlanKernels::reapLocked() {
     if (!done) return;
     for (const KernelLaunch::Entry& e : l.entries) {
       Status result = devicePlanResult(*e.plan, std::span(l.statuses + e.firstStatus, e.plan->lanes.size()));
-      if (!result.ok()) {
+      // Lanes stopped by the abort word after the communicator failed say only that: the failure that
+      // raised it (a broken network lane, a peer's) was reported already and stays the one users see.
+      if (!result.ok() && !failed_.load()) {
         fail(result.withContext(e.describe()));
         break;
       }
     }
     launches_.pop_front();
+  }
+}
+
+Status PlanKernels::takeSlot(KernelLaunch* launch) {
+  for (;;) {
+    std::shared_ptr<KernelLaunch> oldest;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      reapLocked();  // finished launches give their slots back
+      if (failed_.load()) return errorStatus(loomInvalidUsage, "{} is unusable after an earlier error", facts_.describe);
+      const int slot = slots_.take();
+      if (slot >= 0) {
+        launch->slots = &slots_;
+        launch->slot = slot;
+        return Status::Ok();
+      }
+      // Every slot is held by a launch in launches_ (captured launches hold none).
+      if (launches_.empty()) return errorStatus(loomInternalError, "{}: no plan slot is free, and no launch holds one", facts_.describe);
+      oldest = launches_.front();
+    }
+    oldest->done.wait();
   }
 }
 

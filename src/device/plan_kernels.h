@@ -4,9 +4,11 @@
 // returns once the launch is enqueued.
 //
 // - Set up at a communicator's first operation on device buffers, collectively (every rank makes that
-//   call): the ranks first agree whether every pair can reach each other's GPU memory, and only then
-//   allocate and map the FIFOs. When not (ranks on other hosts, GPUs without peer access, ranks
-//   sharing one GPU without LOOM_DEVICE_PLANS=1, LOOM_DEVICE_PLANS=0 anywhere), every rank stages
+//   call): the ranks first agree whether every pair of one host can reach each other's GPU memory,
+//   and only then allocate and map the FIFOs; peers on other hosts are reached through network lanes
+//   (net_lane_fifos.h: FIFOs in this rank's memory that core's proxy moves over the network). When
+//   not (GPUs without peer access, ranks sharing one GPU without LOOM_DEVICE_PLANS=1, ranks on other
+//   hosts without network lanes, LOOM_DEVICE_PLANS=0 anywhere), every rank stages
 //   device buffers through host memory (staging.h), or, with LOOM_DEVICE_PLANS=require on any rank,
 //   fails the operation with the reason. Setup also loads every kernel the launches may use (lazy
 //   loading could otherwise synchronize the context while a peer's kernel waits), warms the pinned
@@ -48,19 +50,31 @@
 #include "device/device_layer.h"
 #include "device/event_handle.h"
 #include "device/host_flags.h"
+#include "device/net_lane_fifos.h"
 #include "device/p2p_fifos.h"
 #include "device/pinned_pool.h"
+#include "device/plan_slots.h"
 
 namespace loom::device {
 
 // One launch until its stream passed it: the encoded plans and the lanes' statuses live in one
-// pinned block (the kernel writes the statuses there), kept until then.
+// pinned block (the kernel writes the statuses there), kept until then: a slot of the communicator's
+// ring (plan_slots.h), or, for an encoding larger than a slot and for captured launches, which keep
+// theirs for the communicator's lifetime, a block of their own.
 struct KernelLaunch {
   struct Entry {
     std::shared_ptr<const Plan> plan;
     std::function<std::string()> describe;  // the operation, for a failure's message
     size_t firstStatus = 0;
   };
+  KernelLaunch() = default;
+  ~KernelLaunch() {
+    if (slots) slots->give(slot);
+  }
+  KernelLaunch(const KernelLaunch&) = delete;
+  KernelLaunch& operator=(const KernelLaunch&) = delete;
+  PlanSlots* slots = nullptr;  // with `slot`, when the launch holds a ring slot
+  int slot = -1;
   PinnedBlock blob;
   cuda::DeviceLaneStatus* statuses = nullptr;
   std::vector<Entry> entries;
@@ -93,6 +107,16 @@ class PlanKernels {
   Status checkLaunchable(const std::vector<KernelPlan>& plans, std::span<const loomStream_t> streams) const;
   // Encodes plans [first, end) (one dtype) as one sequence and launches it on `stream` (kernel_launch.cc).
   Status launchRun(std::vector<KernelPlan>& plans, size_t first, size_t end, loomStream_t stream, bool captured);
+  // A free slot of the ring for `launch`, waiting for this rank's oldest launch while none is
+  // (plan_slots.h says why that cannot deadlock).
+  Status takeSlot(KernelLaunch* launch);
+  // Collective, after the p2p FIFOs are up in a job of several hosts: the network lanes' FIFOs and
+  // their proxy. *why is "" when they run, else the reason (the same on every rank).
+  Status startNetLanes(std::string* why);
+  // The proxy's report of a broken lane: it fails the communicator when a launch may wait on it, else
+  // it is kept for the next launch (a peer that closed its communicator breaks its lanes too).
+  void netLaneFailed(const Status& error);
+  void checkNetLanesLocked();
   // Reports and forgets finished launches; reports what a captured launch's replays saw. Under mutex_.
   void reapLocked();
   void reapCapturedLocked();
@@ -103,6 +127,12 @@ class PlanKernels {
   std::string refusal_;
   bool required_ = false;  // some rank has LOOM_DEVICE_PLANS=require
   std::unique_ptr<P2pFifos> fifos_;  // also when unusable: what setup allocated stays until the communicator goes
+  // Peers on other hosts: the FIFOs, then the proxy that moves them (destroyed first: it lets go of the
+  // slots before they are freed). With a proxy, a launch uses at most the lanes' channels.
+  std::unique_ptr<NetLaneFifos> netFifos_;
+  std::unique_ptr<NetLaneProxy> netProxy_;
+  Status netBroken_;         // guarded by mutex_
+  bool destroying_ = false;  // guarded by mutex_: the destructor waits for the launches
   // maxLanesPerChannel by (collective, algorithm, root): the same for every operation of that shape.
   std::map<std::tuple<int, int, int>, uint64_t> lanesPerChannel_;
   HostFlags flags_{1};
@@ -112,12 +142,13 @@ class PlanKernels {
   EventHandle lastCaptured_;
   unsigned long long lastCaptureId_ = 0;
 
+  PlanSlots slots_;  // before the launches that hold its slots: it outlives them
   std::mutex mutex_;  // guards launches_ and captured_: loomCommGetAsyncError looks at them from any thread
-  std::deque<std::unique_ptr<KernelLaunch>> launches_;
+  std::deque<std::shared_ptr<KernelLaunch>> launches_;  // shared: takeSlot waits on the oldest outside mutex_
   // Launches captured into CUDA graphs: their encoded plans are copied to the GPU at every replay and
   // their lanes report into the same statuses, so they are kept for the communicator's lifetime (the
   // graphs must not be replayed after it).
-  std::vector<std::unique_ptr<KernelLaunch>> captured_;
+  std::vector<std::shared_ptr<KernelLaunch>> captured_;
   std::atomic<bool> failed_{false};
   std::atomic<volatile uint32_t*> abortWord_{nullptr};
 };

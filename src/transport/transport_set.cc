@@ -184,15 +184,28 @@ Status TransportSet::setupMemory(PeerExchange& exchange) {
   return Status::Ok();
 }
 
-Status TransportSet::chooseNetDevice(int* device) const {
+Status TransportSet::chooseNetDevice(const net::Provider& provider, int* device) const {
   const net::PreferredNic& nic = options_.netPreferred;
-  const std::string spec = netProvider_->interfaceNamedDevices() ? options_.netDevice : "";
-  if (!spec.empty() || (nic.name.empty() && nic.busId.empty())) return net::chooseDevice(*netProvider_, spec, device);
-  *device = net::findDevice(*netProvider_, nic);
+  const std::string spec = provider.interfaceNamedDevices() ? options_.netDevice : "";
+  if (!spec.empty() || (nic.name.empty() && nic.busId.empty())) return net::chooseDevice(provider, spec, device);
+  *device = net::findDevice(provider, nic);
   if (*device >= 0) return Status::Ok();
   LOOM_INFO(Net, "rank {}: network provider {} has no device for the topology's NIC {} ({}); taking its first",
-            rank_, netProvider_->name(), nic.name, nic.busId.empty() ? "no PCI address" : nic.busId);
-  return net::chooseDevice(*netProvider_, "", device);
+            rank_, provider.name(), nic.name, nic.busId.empty() ? "no PCI address" : nic.busId);
+  return net::chooseDevice(provider, "", device);
+}
+
+Status TransportSet::startFifoProxy(PeerExchange& exchange, net::ProxiedFifos fifos, const Status& localError,
+                                   std::function<void(const Status&)> onFailure,
+                                   std::unique_ptr<net::FifoProxy>* out) const {
+  std::unique_ptr<net::Provider> provider;
+  Status providerError = localError;
+  if (providerError.ok()) providerError = net::makeProvider({options_.netProvider, options_.netDevice}, &provider);
+  int device = 0;
+  if (providerError.ok()) providerError = chooseNetDevice(*provider, &device);
+  if (!providerError.ok()) provider.reset();
+  return net::FifoProxy::start(exchange, std::move(provider), providerError, device, std::move(fifos),
+                               options_.timeoutMs, std::move(onFailure), out);
 }
 
 Status TransportSet::setupNet(PeerExchange& exchange) {
@@ -201,7 +214,7 @@ Status TransportSet::setupNet(PeerExchange& exchange) {
   Status providerError = net::makeProvider({options_.netProvider, options_.netDevice}, &netProvider_);
   int device = 0;
   net::DeviceProperties props;
-  if (providerError.ok()) providerError = chooseNetDevice(&device);
+  if (providerError.ok()) providerError = chooseNetDevice(*netProvider_, &device);
   if (providerError.ok()) providerError = netProvider_->deviceProperties(device, &props);
   if (providerError.ok() && options_.cudaDevice >= 0) providerError = chooseGdr(props);
   if (!providerError.ok()) netProvider_.reset();
@@ -233,12 +246,9 @@ Status TransportSet::chooseGdr(const net::DeviceProperties& props) {
   facts.cudaDmabuf = options_.cudaDmabuf;
   facts.cudaDmabufWhy = options_.cudaDmabufWhy;
   gdr_ = net::chooseGdr(facts, level);
-  // The choice is what the hardware allows; Loom's operations on device memory still reach the network
-  // staged through pinned host memory (plan kernels serve peers on the same host only).
-  LOOM_INFO(Net, "rank {}: GPU {} and {}: {} ({}); device buffers to and from the network are staged through host "
-            "memory{}",
-            rank_, options_.cudaDevice, props.name, net::gdrModeName(gdr_.mode), gdr_.why,
-            gdr_.mode == net::GdrMode::Staged ? "" : " all the same (Loom's GPU data path over the network is not built)");
+  // Where plan kernels' network lanes keep their slots (device/net_lane_fifos.h).
+  LOOM_INFO(Net, "rank {}: GPU {} and {}: {} ({})", rank_, options_.cudaDevice, props.name,
+            net::gdrModeName(gdr_.mode), gdr_.why);
   return Status::Ok();
 }
 

@@ -13,8 +13,9 @@
 #include "base/exchange.h"
 #include "transport/connection.h"
 #include "transport/doorbell.h"
-#include "transport/net/net_connection.h"
+#include "transport/net/fifo_proxy.h"
 #include "transport/net/gdr_choice.h"
+#include "transport/net/net_connection.h"
 #include "transport/net/net_setup.h"
 #include "transport/net/provider.h"
 #include "transport/segment.h"
@@ -129,13 +130,19 @@ class TransportSet {
   // Whether GPUDirect RDMA could serve this rank's GPU on its NIC, and why (decided at setup for a
   // rank with a GPU and network peers; Staged otherwise).
   const net::GdrChoice& gdrChoice() const { return gdr_; }
+  // Plan kernels' network lanes (net/fifo_proxy.h): a proxy over a provider instance of its own, on
+  // the device the host connections use (LOOM_NET, LOOM_SOCKET_IFNAME, the topology's NIC).
+  // Collective: every rank calls it, a rank without network peers with empty tables; a rank that
+  // could not make its FIFOs passes why (`localError`), and every rank fails with it.
+  Status startFifoProxy(PeerExchange& exchange, net::ProxiedFifos fifos, const Status& localError,
+                        std::function<void(const Status&)> onFailure, std::unique_ptr<net::FifoProxy>* out) const;
 
  private:
   TransportSet() = default;
   size_t index(int peer, int channel) const { return static_cast<size_t>(peer) * channels_ + channel; }
   Status setupMemory(PeerExchange& exchange);
   Status setupNet(PeerExchange& exchange);
-  Status chooseNetDevice(int* device) const;
+  Status chooseNetDevice(const net::Provider& provider, int* device) const;
   Status chooseGdr(const net::DeviceProperties& props);
   PeerNotice segmentNotice(int peer) const;  // a memory peer's failure record
   std::vector<net::NetSendConnection*> netSends() const;

@@ -1,7 +1,10 @@
 // Every collective on CUDA device buffers, 2-4 ranks on ONE GPU (device 0), checked element by
 // element (device_cases.h). Compiled twice: ranks as threads of this process, and with
 // LOOM_GPU_PROCESSES as forked processes (this process never initializes CUDA before forking: the
-// GPU probe runs in a child). Skips with the reason when no GPU is present.
+// GPU probe runs in a child), and with LOOM_GPU_NET_LANES as processes that each say they are on a
+// host of their own (LOOM_HOSTID), so that plan kernels reach each other through network lanes (the
+// proxy over the network provider, src/device/net_lane_fifos.h). Skips with the reason when no GPU is
+// present.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -28,6 +31,22 @@ constexpr Launch kLaunch = Launch::Processes;
 #else
 constexpr Launch kLaunch = Launch::Threads;
 #endif
+// Each rank a host of its own: every peer is reached through network lanes.
+#ifdef LOOM_GPU_NET_LANES
+std::string ownHost(int rank) {
+  setenv("LOOM_HOSTID", ("gpu-host-" + std::to_string(rank)).c_str(), 1);
+  return "";
+}
+#endif
+
+void placeRanks(loomtest::RunOptions* run) {
+#ifdef LOOM_GPU_NET_LANES
+  run->placeRank = ownHost;
+#else
+  (void)run;
+#endif
+}
+
 // Whether a call on device buffers returns before its stream reaches it: processes are staged in
 // stream order, plan kernels are launched; threads without plan kernels are staged synchronously.
 #if defined(LOOM_GPU_PROCESSES) || defined(LOOM_GPU_DEVICE_PLANS)
@@ -39,6 +58,7 @@ constexpr bool kCallsReturnAtOnce = false;
 void expectPasses(int nranks, const std::vector<MatrixSpec>& specs, const DeviceRunOptions& options = {}) {
   loomtest::RunOptions run;
   run.timeoutSec = 600;
+  placeRanks(&run);
   std::string failures = loomtest::runRanks(kLaunch, nranks, run, [&](loomtest::RankContext& ctx) -> std::string {
     std::vector<loomtest::Case> cases;
     for (const MatrixSpec& spec : specs) {
@@ -65,6 +85,7 @@ template <class Body>
 void expectOnEveryRank(int n, Body body) {
   loomtest::RunOptions run;
   run.timeoutSec = 300;
+  placeRanks(&run);
   const std::string failures = loomtest::runRanks(kLaunch, n, run, [&](loomtest::RankContext& ctx) -> std::string {
     cudaCheck(cudaSetDevice(0), "cudaSetDevice");
     cudaStream_t stream = nullptr;
@@ -315,6 +336,36 @@ TEST_P(DeviceCollectives, SlotsOnlyWithoutDirectMode) {
                              .ops = {Op::Sum},
                              .counts = {1000, (size_t{1} << 20) + 5}}});
   unsetenv("LOOM_P2P_DIRECT");
+}
+#endif
+
+#ifdef LOOM_GPU_NET_LANES
+// A rank that dies between two operations: the survivor's proxy sees its network lanes break, and the
+// survivor's next operation fails naming it, long before the lanes' own timeout (LOOM_TIMEOUT_MS).
+TEST_P(DeviceCollectives, APeerThatDiesIsNamedBeforeTheTimeout) {
+  if (GetParam() != 2) GTEST_SKIP() << "one rank count suffices";
+  expectOnEveryRank(2, [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
+    const size_t count = 4096;
+    DeviceBuffer buf(count * sizeof(float), 41);
+    if (std::string met = meetOnTheHost(ctx); !met.empty()) return met;
+    loomResult_t r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
+    if (r != loomSuccess) return loomtest::callFailure("the first loomAllReduce", r, ctx.comm);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    if (ctx.rank == 1) _exit(0);  // gone without a word: no communicator destroyed, no goodbye
+    const auto start = std::chrono::steady_clock::now();
+    r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    loomResult_t async = loomSuccess;
+    loomCommGetAsyncError(ctx.comm, &async);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string why = loomGetLastError(ctx.comm);
+    std::string problems;
+    if (r == loomSuccess && async == loomSuccess) problems += " the allreduce with a dead peer succeeded;";
+    if (why.find("rank 1") == std::string::npos || why.find("network lane") == std::string::npos)
+      problems += " the error does not say that the network lane with rank 1 broke: " + why + ";";
+    if (seconds > 15) problems += " it took " + std::to_string(seconds) + " s;";
+    return problems;
+  });
 }
 #endif
 

@@ -277,13 +277,26 @@ TEST_F(Hosts, DelayAndLossOnTheLinks) {
   EXPECT_TRUE(failures.empty()) << failures;
 }
 
-// When a fault happened, for the processes of a test (steady_clock is one clock for all of them).
+// When a fault happened, and which ranks were ready for it (in their collective loop), for the
+// processes of a test (steady_clock is one clock for all of them; each mark is a file).
 class FaultClock {
  public:
   FaultClock() : path_("/tmp/loom-fault-" + std::to_string(getpid()) + "-" + std::to_string(counter_++)) {
-    std::remove(path_.c_str());
+    removeMarks();
   }
-  ~FaultClock() { std::remove(path_.c_str()); }
+  ~FaultClock() { removeMarks(); }
+  // `rank` finished an operation: its communicator is up, so a fault now is a fault mid-collective.
+  void markReady(int rank) const { std::ofstream(readyPath(rank)) << 1; }
+  // Waits up to `limit` for ranks 0..nranks-1 to be ready; false when some never were.
+  bool waitForReady(int nranks, std::chrono::seconds limit) const {
+    const auto until = Clock::now() + limit;
+    for (int r = 0; r < nranks; ++r)
+      while (!std::ifstream(readyPath(r))) {
+        if (Clock::now() > until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    return true;
+  }
   void markNow() const {
     std::ofstream(path_ + ".tmp") << Clock::now().time_since_epoch().count();
     std::rename((path_ + ".tmp").c_str(), path_.c_str());
@@ -300,6 +313,12 @@ class FaultClock {
   }
 
  private:
+  std::string readyPath(int rank) const { return path_ + ".ready." + std::to_string(rank); }
+  void removeMarks() const {
+    std::remove(path_.c_str());
+    for (int r = 0; r < kMaxRanks; ++r) std::remove(readyPath(r).c_str());
+  }
+  static constexpr int kMaxRanks = 16;  // more than any fault test runs
   static inline int counter_ = 0;
   std::string path_;
 };
@@ -312,8 +331,10 @@ std::string expectFaultReported(RankContext& ctx, const FaultClock& fault, const
   std::vector<float> buf(count, 1.0f);
   const auto start = Clock::now();
   loomResult_t res = loomSuccess;
-  while (res == loomSuccess && Clock::now() - start < std::chrono::seconds(60))
+  for (bool first = true; res == loomSuccess && Clock::now() - start < std::chrono::seconds(60); first = false) {
     res = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, nullptr);
+    if (first && res == loomSuccess) fault.markReady(ctx.rank);
+  }
   const double sinceFault = fault.secondsSinceFault();
   const std::string error = loomGetLastError(ctx.comm);
   loomCommAbort(ctx.comm);
@@ -337,7 +358,10 @@ TEST_F(Hosts, LinkDownMidCollective) {
   const FaultClock fault;
   const pid_t saboteur = fork();  // before the ranks: the test process must stay single-threaded
   if (saboteur == 0) {
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+    // Once every rank is in its loop (not a fixed delay: a loaded machine may still be in init, where
+    // a cut link is another test), and a little into it.
+    if (!fault.waitForReady(4, std::chrono::seconds(60))) _exit(2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const bool down = bed_->setLink(2, false).empty();
     fault.markNow();
     _exit(down ? 0 : 1);
@@ -349,7 +373,9 @@ TEST_F(Hosts, LinkDownMidCollective) {
   waitpid(saboteur, &status, 0);
   EXPECT_EQ(bed_->setLink(2, true), "");
   unsetenv("LOOM_TIMEOUT_MS");
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "taking the link down failed";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFEXITED(status) && WEXITSTATUS(status) == 2 ? "the ranks never all finished an allreduce"
+                                                         : "taking the link down failed");
   EXPECT_TRUE(failures.empty()) << failures;
 }
 

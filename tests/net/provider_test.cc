@@ -1,11 +1,8 @@
-// The network interface's conformance suite, run against every provider on the loopback device:
-// Loom's socket provider (helper threads and inline), ucx, ib over FakeVerbs ("ib_fake_verbs", a test
-// double: fake_verbs/README.md) and, where LOOM_TEST_REAL_VERBS=1, over the system's libibverbs
-// ("ib_verbs"; --gtest_filter='*/ib_verbs' runs those alone), and the socket provider exported as
-// NCCL net plugins v8, v10 and v12 and loaded back through the plugin loader. Connections come up without
-// blocking, messages of every size arrive whole and in order with up to the request limit
-// outstanding, a receive may be larger than its message but never smaller, junk at a listening port
-// is dropped, and a peer that goes away fails what waits on it.
+// The network interface's conformance suite, run against every provider on the loopback device
+// (provider_cases.h: socket, ucx, ib over FakeVerbs and real verbs, the socket provider as NCCL net
+// plugins). Connections come up without blocking, messages of every size arrive whole and in order
+// with up to the request limit outstanding, a receive may be larger than its message but never
+// smaller, junk at a listening port is dropped, and a peer that goes away fails what waits on it.
 #include <gtest/gtest.h>
 #include <poll.h>
 
@@ -19,92 +16,14 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "plugin_files.h"
 #include "base/socket.h"
+#include "provider_cases.h"
 #include "transport/net/net_setup.h"
-#include "transport/net/plugin/plugin_provider.h"
 #include "transport/net/provider.h"
 #include "transport/net/socket/socket_handshake.h"
-#include "transport/net/socket/socket_provider.h"
-#ifdef LOOM_HAVE_UCX
-#include "transport/net/ucx/ucx_handshake.h"
-#include "transport/net/ucx/ucx_provider.h"
-#endif
-#ifdef LOOM_HAVE_IBVERBS
-#include "transport/net/ib/ib_handshake.h"
-#include "transport/net/ib/ib_provider.h"
-#include "verbs_choice.h"
-#endif
 
 namespace loom::net {
 namespace {
-
-struct ProviderCase {
-  std::string label;
-  std::function<Status(std::unique_ptr<Provider>*)> make;
-  // Where a stranger can reach the listen comm that made `handle` (the handshake's port).
-  std::function<SocketAddress(const Handle&)> listenAddress;
-  std::string deviceSpec = "lo";  // chooseDevice's spec ("": the provider's first device)
-};
-
-SocketAddress socketListenAddress(const Handle& h) {
-  socket::SocketHandle sh;
-  std::memcpy(&sh, h.bytes.data(), sizeof sh);
-  return sh.address;
-}
-
-std::vector<ProviderCase> providerCases() {
-  std::vector<ProviderCase> cases;
-  auto socketWith = [](int nthreads, int nsocks, size_t inlineBytes) {
-    return [=](std::unique_ptr<Provider>* out) {
-      socket::SocketConfig c;
-      c.nthreads = nthreads;
-      c.nsocksPerThread = nsocks;
-      c.inlineBytes = inlineBytes;
-      return socket::SocketProvider::create(c, out);
-    };
-  };
-  cases.push_back({"socket_2threads_x2", socketWith(2, 2, 128), socketListenAddress});
-  cases.push_back({"socket_caller_moves_3streams", socketWith(0, 3, 65535), socketListenAddress});
-#ifdef LOOM_HAVE_UCX
-  cases.push_back({"ucx_tcp",
-                   [](std::unique_ptr<Provider>* out) {
-                     setenv("UCX_TLS", "tcp", 1);
-                     bool rdma = false;
-                     return ucx::UcxProvider::create("lo", out, &rdma);
-                   },
-                   [](const Handle& h) {
-                     ucx::UcxHandle uh;
-                     std::memcpy(&uh, h.bytes.data(), sizeof uh);
-                     return uh.outOfBand;
-                   }});
-#endif
-#ifdef LOOM_HAVE_IBVERBS
-  auto ibOver = [](std::optional<std::string> library) {
-    return [library](std::unique_ptr<Provider>* out) {
-      ScopedEnv lib("LOOM_IBVERBS_LIB", library);
-      return ib::IbProvider::create("lo", out);  // the side channel on loopback
-    };
-  };
-  auto ibListenAddress = [](const Handle& h) {
-    ib::IbHandle ih;
-    std::memcpy(&ih, h.bytes.data(), sizeof ih);
-    return ih.sideChannel;
-  };
-  if (!fakeVerbsPath().empty()) cases.push_back({"ib_fake_verbs", ibOver(fakeVerbsPath()), ibListenAddress, ""});
-  if (realVerbsRequested()) cases.push_back({"ib_verbs", ibOver(std::nullopt), ibListenAddress, ""});
-#endif
-  for (int v : {8, 10, 12})
-    cases.push_back({"plugin_v" + std::to_string(v),
-                     [v](std::unique_ptr<Provider>* out) {
-                       plugin::LoadedPlugin* p = nullptr;
-                       LOOM_TRY(plugin::openPlugin(pluginFile(v), &p));
-                       if (p->version != v) return internalError("loaded v{}, expected v{}", p->version, v);
-                       return plugin::makeProviderFrom(p, out);
-                     },
-                     socketListenAddress});
-  return cases;
-}
 
 struct Pair {
   std::unique_ptr<SendComm> send;

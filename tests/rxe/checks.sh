@@ -5,8 +5,11 @@
 # RXE_VERBOSE=1 prints every check's logs before that line.
 
 # The ib provider's cases on the real libibverbs (LOOM_TEST_REAL_VERBS=1 adds them) in
-# tests/net/provider_test.cc's network conformance suite.
-IB_TEST_FILTER='*/ib_verbs'
+# tests/net/provider_test.cc's network conformance suite and fifo_proxy_test.cc, but for the idle
+# proxy's CPU bound: under TCG two idle proxies took 0.13 s of CPU in 0.5 s (the bound is 0.125),
+# five times what they take outside the VM over FakeVerbs or sockets (0.015-0.027 s), so there it
+# measures the emulator; it runs on every CI run outside the VM.
+IB_TEST_FILTER='*/ib_verbs:-*.AnIdleProxySleeps/*'
 # Collectives across ranks with a host id each: rank counts and loom-perf collectives.
 RANK_COUNTS='2 3'
 COLLECTIVES='all_reduce all_gather sendrecv'

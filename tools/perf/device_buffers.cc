@@ -75,9 +75,10 @@ void DeviceBuffers::upload(const BufferView& h, size_t elemSize) const {
   if (!enabled_) return;
   synchronize();  // the copies below use the legacy stream, which does not wait for ours
   const BufferView d = map(h);
+  // Both views, also when they start at the same address: in place, rank 0's reduce_scatter input is
+  // longer than its output there (the input last, since it may lie inside the output's range).
   cudaCheck(cudaMemcpy(d.recv, h.recv, h.recvCount * elemSize, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
-  if (d.send != d.recv)
-    cudaCheck(cudaMemcpy(d.send, h.send, h.sendCount * elemSize, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
+  cudaCheck(cudaMemcpy(d.send, h.send, h.sendCount * elemSize, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
 }
 
 void DeviceBuffers::download(const BufferView& h, size_t elemSize) const {

@@ -44,7 +44,8 @@ const char* opName(c10d::ReduceOp::RedOpType op) {
 }
 
 loomRedOp_t preMulSum(const c10d::ReduceOp& op, const at::Tensor& t, loomComm_t comm, RedOps* keep) {
-  auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  // setup.py names the holder this torch has.
+  auto* supplement = dynamic_cast<c10d::LOOM_C10D_PREMUL_SUPPLEMENT*>(op.supplement_.get());
   TORCH_CHECK(supplement != nullptr, "Loom: PREMUL_SUM without its factor");
   // The factor in the tensor's own dtype, converted by torch.
   at::Tensor factor = supplement->tensor_factor.defined()

@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "checks.h"
 #include "loom_error.h"
+#include "op_names.h"
 
 namespace loomtorch {
 
@@ -76,7 +77,7 @@ WorkPtr LoomBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& ou
   for (size_t i = 0; i < inputs.size(); ++i)
     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_, "Loom allgather_into_tensor: output has ",
                 outputs[i].numel(), " elements, expected ", size_, " x ", inputs[i].numel());
-  Op op{inputs.size() == 1 ? OpType::_ALLGATHER_BASE : OpType::ALLGATHER_INTO_TENSOR_COALESCED, opts.timeout, outputs,
+  Op op{inputs.size() == 1 ? OpType::_ALLGATHER_BASE : kAllGatherIntoTensorCoalesced, opts.timeout, outputs,
         {}, {}, device, inputs};
   std::vector<std::pair<at::Tensor, at::Tensor>> bufs;
   for (size_t i = 0; i < inputs.size(); ++i) bufs.emplace_back(op.staging.input(inputs[i]), op.staging.output(outputs[i]));

@@ -13,12 +13,10 @@ namespace loomtorch {
   X(ALLGATHER, "all_gather")                                              \
   X(_ALLGATHER_BASE, "all_gather_into_tensor")                            \
   X(ALLGATHER_COALESCED, "all_gather_coalesced")                          \
-  X(ALLGATHER_INTO_TENSOR_COALESCED, "all_gather_into_tensor_coalesced")  \
   X(GATHER, "gather")                                                     \
   X(SCATTER, "scatter")                                                   \
   X(REDUCE_SCATTER, "reduce_scatter")                                     \
   X(_REDUCE_SCATTER_BASE, "reduce_scatter_tensor")                        \
-  X(REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced")   \
   X(ALLTOALL_BASE, "all_to_all_single")                                   \
   X(ALLTOALL, "all_to_all")                                               \
   X(SEND, "send")                                                         \
@@ -26,6 +24,13 @@ namespace loomtorch {
   X(RECVANYSOURCE, "recvAnySource") /* Gloo's event name; torch's suite expects <backend>:recvAnySource */ \
   X(BARRIER, "barrier")                                                   \
   X(COALESCED, "coalesced")
+#ifdef LOOM_C10D_TENSOR_COALESCED_OPS
+#define LOOM_TENSOR_COALESCED_NAMES(X)                                   \
+  X(ALLGATHER_INTO_TENSOR_COALESCED, "all_gather_into_tensor_coalesced") \
+  X(REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced")
+#else
+#define LOOM_TENSOR_COALESCED_NAMES(X)
+#endif
 
 const char* opName(c10d::OpType type) {
   switch (type) {
@@ -33,6 +38,7 @@ const char* opName(c10d::OpType type) {
   case c10d::OpType::type:         \
     return name;
     LOOM_OP_NAMES(LOOM_NAME_CASE)
+    LOOM_TENSOR_COALESCED_NAMES(LOOM_NAME_CASE)
 #undef LOOM_NAME_CASE
     default:
       return "operation";
@@ -45,6 +51,7 @@ const char* profilingTitle(c10d::OpType type) {
   case c10d::OpType::type:          \
     return "loom:" name;
     LOOM_OP_NAMES(LOOM_TITLE_CASE)
+    LOOM_TENSOR_COALESCED_NAMES(LOOM_TITLE_CASE)
 #undef LOOM_TITLE_CASE
     default:
       return "loom:operation";

@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "checks.h"
 #include "loom_error.h"
+#include "op_names.h"
 
 namespace loomtorch {
 
@@ -80,7 +81,7 @@ WorkPtr LoomBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& ou
   for (size_t i = 0; i < inputs.size(); ++i)
     TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, "Loom reduce_scatter_tensor: input has ",
                 inputs[i].numel(), " elements, expected ", size_, " x ", outputs[i].numel());
-  Op op{inputs.size() == 1 ? OpType::_REDUCE_SCATTER_BASE : OpType::REDUCE_SCATTER_TENSOR_COALESCED, opts.timeout,
+  Op op{inputs.size() == 1 ? OpType::_REDUCE_SCATTER_BASE : kReduceScatterTensorCoalesced, opts.timeout,
         outputs, {}, {}, device, inputs};
   std::vector<std::pair<at::Tensor, at::Tensor>> bufs;
   for (size_t i = 0; i < inputs.size(); ++i) bufs.emplace_back(op.staging.input(inputs[i]), op.staging.output(outputs[i]));

@@ -59,7 +59,9 @@ class LoomWork : public c10d::Work {
   void synchronize() override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+#ifdef LOOM_C10D_WORK_HAS_TIMEOUT  // setup.py: torch releases before it have no Work::getTimeout
   std::chrono::milliseconds getTimeout() const override { return timeout_; }
+#endif
 
   // Finishes the work once: on success runs the CPU copy-backs; then wakes waiters and marks the
   // future. Later calls do nothing (the completion thread and wait() may race to it).

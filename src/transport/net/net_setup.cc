@@ -68,14 +68,17 @@ int findDevice(const Provider& provider, const PreferredNic& nic) {
   return -1;
 }
 
-Status connectNetPeers(PeerExchange& exchange, Provider* provider, const Status& providerError, int device,
-                       const std::vector<bool>& peers, const NetLinks& links, SendCounters* counters,
-                       std::vector<std::unique_ptr<SendConnection>>* sends,
-                       std::vector<std::unique_ptr<RecvConnection>>* recvs) {
-  const int rank = exchange.rank(), nranks = exchange.nranks(), nch = links.nchannels;
+Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status& providerError, int device,
+                       const std::vector<bool>& peers, int nch, int64_t timeoutMs,
+                       std::vector<std::unique_ptr<SendComm>>* sends, std::vector<std::unique_ptr<RecvComm>>* recvs) {
+  const int rank = exchange.rank(), nranks = exchange.nranks();
   const size_t slots = static_cast<size_t>(nranks) * nch;
   const size_t recordBytes = sizeof(RecordHeader) + slots * kHandleBytes;
   auto handleAt = [&](char* record, size_t i) { return record + sizeof(RecordHeader) + i * kHandleBytes; };
+  sends->clear();
+  recvs->clear();
+  sends->resize(slots);
+  recvs->resize(slots);
 
   // Listen first: one listen comm per incoming connection, its handle in this rank's record.
   Status local = providerError;
@@ -117,7 +120,7 @@ Status connectNetPeers(PeerExchange& exchange, Provider* provider, const Status&
                   kHandleBytes);
       missing += 2;
     }
-  const Deadline deadline = Deadline::afterMs(links.timeoutMs);
+  const Deadline deadline = Deadline::afterMs(timeoutMs);
   int64_t napUs = 20;
   while (missing > 0) {
     bool progressed = false;
@@ -126,24 +129,16 @@ Status connectNetPeers(PeerExchange& exchange, Provider* provider, const Status&
         const size_t i = static_cast<size_t>(q) * nch + c;
         const std::string where = fmt::format("rank {} (channel {})", q, c);
         if (!(*sends)[i]) {
-          std::unique_ptr<SendComm> comm;
-          LOOM_TRY(provider->connect(device, &connectHandles[i], &comm).withContext("connecting to " + where));
-          if (comm) {
-            std::unique_ptr<NetSendConnection> conn;
-            LOOM_TRY(NetSendConnection::create(std::move(comm), links.nslots, links.slotBytes, q, links.direct, counters, &conn));
-            (*sends)[i] = std::move(conn);
+          LOOM_TRY(provider->connect(device, &connectHandles[i], &(*sends)[i]).withContext("connecting to " + where));
+          if ((*sends)[i]) {
             progressed = true;
             --missing;
           }
         }
         if (!(*recvs)[i]) {
-          std::unique_ptr<RecvComm> comm;
-          LOOM_TRY(listens[i]->accept(&comm).withContext("accepting from " + where));
-          if (comm) {
+          LOOM_TRY(listens[i]->accept(&(*recvs)[i]).withContext("accepting from " + where));
+          if ((*recvs)[i]) {
             listens[i].reset();
-            std::unique_ptr<NetRecvConnection> conn;
-            LOOM_TRY(NetRecvConnection::create(std::move(comm), links.nslots, links.slotBytes, q, &conn));
-            (*recvs)[i] = std::move(conn);
             progressed = true;
             --missing;
           }
@@ -161,7 +156,7 @@ Status connectNetPeers(PeerExchange& exchange, Provider* provider, const Status&
           if ((!(*sends)[i] || !(*recvs)[i]) && (late.empty() || late.back() != q)) late.push_back(q);
         }
       return errorStatus(loomTimeout, "network connections with rank(s) {} not up after {} ms (LOOM_TIMEOUT_MS)",
-                         rankList(late), links.timeoutMs);
+                         rankList(late), timeoutMs);
     }
     nap(napUs);
     napUs = std::min<int64_t>(napUs * 2, 1000);
@@ -170,9 +165,30 @@ Status connectNetPeers(PeerExchange& exchange, Provider* provider, const Status&
   for (int q = 0; q < nranks; ++q)
     for (int c = 0; peers[q] && c < nch; ++c) {
       const size_t i = static_cast<size_t>(q) * nch + c;
-      provider->pairComms(*static_cast<NetSendConnection*>((*sends)[i].get())->comm(),
-                          *static_cast<NetRecvConnection*>((*recvs)[i].get())->comm());
+      provider->pairComms(*(*sends)[i], *(*recvs)[i]);
     }
+  return Status::Ok();
+}
+
+Status connectNetPeers(PeerExchange& exchange, Provider* provider, const Status& providerError, int device,
+                       const std::vector<bool>& peers, const NetLinks& links, SendCounters* counters,
+                       std::vector<std::unique_ptr<SendConnection>>* sends,
+                       std::vector<std::unique_ptr<RecvConnection>>* recvs) {
+  std::vector<std::unique_ptr<SendComm>> sendComms;
+  std::vector<std::unique_ptr<RecvComm>> recvComms;
+  LOOM_TRY(connectNetComms(exchange, provider, providerError, device, peers, links.nchannels, links.timeoutMs,
+                           &sendComms, &recvComms));
+  for (size_t i = 0; i < sendComms.size(); ++i) {
+    if (!sendComms[i]) continue;
+    const int peer = static_cast<int>(i / links.nchannels);
+    std::unique_ptr<NetSendConnection> send;
+    LOOM_TRY(NetSendConnection::create(std::move(sendComms[i]), links.nslots, links.slotBytes, peer, links.direct,
+                                       counters, &send));
+    (*sends)[i] = std::move(send);
+    std::unique_ptr<NetRecvConnection> recv;
+    LOOM_TRY(NetRecvConnection::create(std::move(recvComms[i]), links.nslots, links.slotBytes, peer, &recv));
+    (*recvs)[i] = std::move(recv);
+  }
   return Status::Ok();
 }
 

@@ -23,6 +23,16 @@ struct NetLinks {
   int64_t timeoutMs = 0;  // 0: none
 };
 
+// The provider's comms both ways to every network peer, per channel: `peers[q]` says whether rank q is
+// reached over the network; on success `sends`/`recvs` (indexed q * nchannels + c) hold one comm each
+// way for every such (q, c), paired (Provider::pairComms). `provider` is null on a rank whose
+// provider failed to start (`providerError`): that rank still takes part in the exchange, so that
+// every rank fails with its error instead of waiting. Collective: every rank calls it.
+Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status& providerError, int device,
+                       const std::vector<bool>& peers, int nchannels, int64_t timeoutMs,
+                       std::vector<std::unique_ptr<SendComm>>* sends, std::vector<std::unique_ptr<RecvComm>>* recvs);
+
+// The same comms as Loom's connections (net_connection.h) for the host executor.
 // `peers[q]` says whether rank q is reached over the network. On success `sends`/`recvs` (indexed
 // q * nchannels + c) hold the connections of every network peer. `provider` is null on a rank whose
 // provider failed to start: that rank still takes part in the exchange, so that every rank fails with

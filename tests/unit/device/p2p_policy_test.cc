@@ -55,6 +55,17 @@ TEST(P2pPolicy, OtherHostsAndOffAreRefused) {
   EXPECT_NE(loom::device::p2pPairRefusal(a, 0, c, 1, P2pPolicy::Off), "");
 }
 
+// Ranks on different hosts run plan kernels against each other through network lanes, when both have
+// them; the same-host rules still hold for the pairs on one host.
+TEST(P2pPolicy, OtherHostsThroughNetworkLanes) {
+  const P2pEndpoint a{7, "0000:18:00.0", true}, b{8, "0000:18:00.0", true}, bare{8, "0000:2a:00.0", false};
+  EXPECT_EQ(loom::device::p2pPairRefusal(a, 0, b, 3, P2pPolicy::Auto), "");
+  const std::string why = loom::device::p2pPairRefusal(a, 0, bare, 3, P2pPolicy::Auto);
+  EXPECT_NE(why.find("rank 3 has no network lanes"), std::string::npos) << why;
+  const P2pEndpoint sameGpu{7, "0000:18:00.0", true};
+  EXPECT_NE(loom::device::p2pPairRefusal(a, 0, sameGpu, 1, P2pPolicy::Auto), "");
+}
+
 TEST(P2pPolicy, ReadFromTheEnvironment) {
   const std::pair<const char*, P2pPolicy> cases[] = {
       {"0", P2pPolicy::Off}, {"off", P2pPolicy::Off},   {"1", P2pPolicy::Forced},

@@ -6,6 +6,7 @@
 // Plugins before v11 have one process-wide state (their init is global, as in NCCL); v11+ get a
 // provider per init context.
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -26,13 +27,17 @@ using namespace loom::net;
 namespace abi = loom::net::plugin::abi;
 constexpr int kVersion = LOOM_PLUGIN_VERSION;
 
-// Names and paths the property structs point to live as long as the plugin.
+// Names and paths the property structs point to live as long as the plugin. NCCL calls listen and
+// connect of one plugin from several threads at once (every communicator's proxy shares a v8..v10
+// plugin's global state), while a Loom provider expects one caller at a time: those two calls take
+// the context's lock. A comm's own calls need none: one thread drives a comm.
 struct Context {
   std::unique_ptr<Provider> provider;
   std::vector<std::string> names, paths;
+  std::mutex setupMutex;
 };
 
-abi::Logger logger = nullptr;
+std::atomic<abi::Logger> logger{nullptr};  // v11+ init sets it per context, maybe from two threads
 std::mutex globalMutex;
 std::unique_ptr<Context> global;  // v8..v10
 
@@ -62,7 +67,7 @@ struct ExportedComm {
 };
 
 abi::Result fail(const Status& st) {
-  if (logger) logger(abi::kLogWarn, ~0ul, __FILE__, __LINE__, "%s", st.message().c_str());
+  if (abi::Logger log = logger.load()) log(abi::kLogWarn, ~0ul, __FILE__, __LINE__, "%s", st.message().c_str());
   switch (st.code()) {
     case loomRemoteError: return abi::kRemoteError;
     case loomInvalidArgument: return abi::kInvalidArgument;
@@ -163,7 +168,9 @@ abi::Result getProperties(int dev, Props* props) {
 abi::Result listen(void* ctx, int dev, void* handle, void** listenComm) {
   Handle h;
   std::unique_ptr<ListenComm> comm;
-  if (Status st = contextOf(ctx)->provider->listen(dev, &h, &comm); !st.ok()) return fail(st);
+  Context* c = contextOf(ctx);
+  std::unique_lock<std::mutex> lock(c->setupMutex);
+  if (Status st = c->provider->listen(dev, &h, &comm); !st.ok()) return fail(st);
   std::memcpy(handle, h.bytes.data(), abi::kHandleBytes);
   *listenComm = comm.release();
   return abi::kSuccess;
@@ -173,7 +180,10 @@ abi::Result connect(void* ctx, int dev, void* handle, void** sendComm) {
   Handle h;
   std::memcpy(h.bytes.data(), handle, abi::kHandleBytes);
   std::unique_ptr<SendComm> comm;
-  Status st = contextOf(ctx)->provider->connect(dev, &h, &comm);
+  Context* c = contextOf(ctx);
+  std::unique_lock<std::mutex> lock(c->setupMutex);
+  Status st = c->provider->connect(dev, &h, &comm);
+  lock.unlock();
   std::memcpy(handle, h.bytes.data(), abi::kHandleBytes);  // the connect's progress lives in the handle
   if (!st.ok()) return fail(st);
   *sendComm = comm ? new ExportedComm(std::move(comm)) : nullptr;

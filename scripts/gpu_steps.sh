@@ -1,0 +1,106 @@
+# The measuring steps of scripts/gpu-run.sh (sourced after scripts/gpu_items.sh): the machine's facts, the
+# copy limit, loom-perf sweeps and latency, torch tensors over the loom backend. Each appends its
+# figures to rows.jsonl (one JSON object per line, "kind" first) for scripts/gpu_summary.py.
+# LOOM_GPU_DRY_RUN=1 (FakeCuda) shrinks sizes and iterations: the same selection, not the same figures.
+
+if [ "${LOOM_GPU_DRY_RUN:-0}" = 1 ]; then
+  max_bytes=${MAXBYTES:-1M} iters=${ITERS:-3} latency_iters=50 torch_device=cpu torch_peer=gloo
+else
+  max_bytes=${MAXBYTES:-1G} iters=${ITERS:-20} latency_iters=2000 torch_device=cuda torch_peer=nccl
+fi
+
+step_probe() {
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,compute_cap --format=csv,noheader
+    for tool in nvcc g++ python3 meson ninja; do printf '%s: ' "$tool"; "$tool" --version 2>&1 | grep -v '^\s*$' | tail -n 1; done
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available(),
+      "nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else None)'
+    echo "cores: $(nproc); MPS control: $(command -v nvidia-cuda-mps-control || echo none)"
+    python3 -c 'import os, sysconfig; h = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+print("Python.h (the torch extension needs it):", h if os.path.exists(h) else "MISSING")' 
+  } >"$items_work/probe.out" 2>&1
+  tee -a "$items_log" <"$items_work/probe.out"
+  local gpu
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  python3 - "$items_work/probe.out" "$gpu" >>"$rows" <<'EOF'
+import json, sys
+print(json.dumps({"kind": "probe", "gpu": sys.argv[2], "facts": open(sys.argv[1]).read().splitlines()[:12]}))
+EOF
+  if [ "${LOOM_GPU_DRY_RUN:-0}" = 1 ]; then item_record probe PASS 0 "dry run: no GPU expected (FakeCuda)"
+  elif [ -n "$gpu" ]; then item_record probe PASS 0 "$gpu"
+  else item_record probe FAIL 0 "nvidia-smi sees no GPU"; fi
+}
+
+# The copy limits: device to device (what a collective on one GPU is bounded by), pinned host<->device.
+step_copy() {
+  local binary=$1
+  item_run copy 10 90 "$binary" "$(numfmt --from=iec "$max_bytes")" "$iters" || return
+  awk '!/^#/ && NF == 4 { printf "{\"kind\": \"copy\", \"copy\": \"%s\", \"bytes\": %s, \"time_us\": %s, \"gbs\": %s}\n", $1, $2, $3, $4 }' \
+    "$(item_out copy)" >>"$rows"
+}
+
+# perf_item NAME CONFIG BINARY ARGS...: one loom-perf run on device buffers, its rows into rows.jsonl.
+perf_item() {
+  local name=$1 config=$2 binary=$3
+  shift 3
+  local json="$items_work/$name.json"
+  item_run "$name" 10 90 "$binary" -G cuda -T 80 -J "$json" "$@" || return
+  python3 - "$json" "$config" >>"$rows" <<'EOF'
+import json, sys
+for row in json.load(open(sys.argv[1])):
+    print(json.dumps({"kind": "loom-perf", "config": sys.argv[2], **row}))
+EOF
+}
+
+# The goal rows first (2 rank threads, all_reduce; 8 B latency), then the rest while the budget lasts.
+# 2 rank threads share the GPU as plan kernels (required, so a pass means they ran); 2 rank processes
+# share it staged through pinned memory (processes on one GPU run plan kernels only with MPS).
+step_perf() {
+  local binary=$1 sweep=(-b 8 -e "$max_bytes" -f 2 -n "$iters" -w 5 -c 1)
+  LOOM_DEVICE_PLANS=require perf_item perf-all_reduce-2threads 2threads "$binary" all_reduce -t 2 "${sweep[@]}"
+  LOOM_DEVICE_PLANS=require perf_item latency-2threads 2threads "$binary" all_reduce -t 2 -b 8 -e 8 \
+    -n "$latency_iters" -w 100 -c 1 --percentiles
+  perf_item perf-all_reduce-1rank 1rank "$binary" all_reduce -t 1 "${sweep[@]}"
+  perf_item latency-1rank 1rank "$binary" all_reduce -t 1 -b 8 -e 8 -n "$latency_iters" -w 100 -c 1 --percentiles
+  local coll
+  for coll in all_gather reduce_scatter; do
+    LOOM_DEVICE_PLANS=require perf_item "perf-$coll-2threads" 2threads "$binary" "$coll" -t 2 "${sweep[@]}"
+    perf_item "perf-$coll-1rank" 1rank "$binary" "$coll" -t 1 "${sweep[@]}"
+  done
+  for coll in all_reduce all_gather reduce_scatter; do  # staged: every 4th size is enough
+    perf_item "perf-$coll-2procs" 2procs "$binary" "$coll" -np 2 -b 8 -e "$max_bytes" -f 4 -n "$iters" -w 5 -c 1
+  done
+}
+
+# The torch binding built against this machine's torch, the kit's headers and libraries found through
+# CPLUS_INCLUDE_PATH and env.sh's LIBRARY_PATH (setup.py leaves an extension that is up to date as it is).
+step_extension() {
+  local build=$1 kit="$root/.gpu-kit/root/usr"
+  item_run extension 30 300 env LOOM_BUILD_DIR="$build" MAX_JOBS="$(nproc)" CPLUS_INCLUDE_PATH="$kit/include${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}" \
+    bash -c 'cd bindings/python && python3 setup.py -q build_ext --inplace'
+}
+
+# torch tensors of the device over the loom backend next to torch's own backend; the CUDA tests.
+step_torch() {
+  local np peer
+  for np in 1 2; do
+    # torch's NCCL refuses two ranks on one GPU: the 2-process row is Loom's alone.
+    peer=$torch_peer
+    [ "$np" = 2 ] && [ "$torch_peer" = nccl ] && peer=none
+    item_run "torch-allreduce-${np}proc" 20 120 env PYTHONPATH="$root/bindings/python" PYTHONUNBUFFERED=1 \
+      python3 perf/torch_allreduce.py --device "$torch_device" --peer "$peer" -np "$np" -b 8 -e "$max_bytes" -f 4 \
+      --json "$items_work/torch-$np.json" || continue
+    python3 - "$items_work/torch-$np.json" "$np" >>"$rows" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for row in doc["rows"]:
+    print(json.dumps({"kind": "torch", "nprocs": int(sys.argv[2]), "device": doc["device"], "peer": doc["peer"], **row}))
+EOF
+  done
+  item_run torch-cuda-tests 30 240 env PYTHONPATH="$root/bindings/python" \
+    python3 -m pytest -q -p no:cacheprovider tests/python/test_cuda.py
+  # A run on a GPU where torch sees CUDA must not pass by skipping.
+  if [ "${LOOM_GPU_DRY_RUN:-0}" != 1 ] && grep -qE '[0-9]+ skipped' "$(item_out torch-cuda-tests)"; then
+    item_record torch-cuda-skipped FAIL 0 "tests/python/test_cuda.py skipped on a GPU machine: $(tail -n 1 "$(item_out torch-cuda-tests)")"
+  fi
+}
