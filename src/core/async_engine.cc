@@ -46,7 +46,8 @@ bool intersects(const std::vector<std::pair<int, bool>>& a, const std::vector<st
 
 }  // namespace
 
-AsyncEngine::AsyncEngine(loomComm* comm) : comm_(comm), thread_([this] { run(); }) {}
+AsyncEngine::AsyncEngine(loomComm* comm, uint64_t completedUpTo)
+    : comm_(comm), completedUpTo_(completedUpTo), lastSubmitted_(completedUpTo), thread_([this] { run(); }) {}
 
 AsyncEngine::~AsyncEngine() {
   {

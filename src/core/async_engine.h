@@ -25,7 +25,9 @@ namespace loom {
 
 class AsyncEngine {
  public:
-  explicit AsyncEngine(loomComm* comm);
+  // Operations up to `completedUpTo` ran before the engine existed (on their callers): they count as
+  // complete, or wait() would wait for them forever.
+  AsyncEngine(loomComm* comm, uint64_t completedUpTo);
   ~AsyncEngine();  // finishes queued work (or gives up when the communicator fails), then stops
 
   // `work` holds the plans of operation `id`; `collective` orders it behind everything earlier. It

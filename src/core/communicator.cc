@@ -142,7 +142,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   reportJobTopology(comm);
   comm->tracer = Tracer::fromEnvironment(rank, comm->settings.name);
   comm->device = device::makeCommDevice(deviceFacts(comm, peers));
-  if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm);
+  if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm, comm->opCount);
   LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks, {} rank(s) per node)", comm->describe(),
             options.nchannels, options.slotBytes >> 10, comm->tuner->machine().ranksInNode());
   return Status::Ok();

@@ -61,7 +61,8 @@ std::vector<loomComm_t> commsOf(const std::vector<Operation>& ops) {
 // *runsHere says whether it was filled for the caller to run.
 Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool soleComm, CommWork* slot, bool* runsHere) {
   const bool gated = std::any_of(ops.begin(), ops.end(), [&](const Operation& op) { return op.comm == comm && op.gate; });
-  if (gated && !comm->engine) comm->engine = std::make_unique<AsyncEngine>(comm);
+  // Started by the first gated operation: everything before ran on its caller and is complete.
+  if (gated && !comm->engine) comm->engine = std::make_unique<AsyncEngine>(comm, comm->opCount);
   AsyncEngine* engine = comm->engine.get();
   *runsHere = !engine;
   // The last call's plans become this thread's spares, recycled one by one: their vectors keep their
@@ -99,10 +100,16 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
       continue;
     }
     ++comm->opCount;
-    // The check talks over the bootstrap and would wait forever for ranks this same thread drives.
-    if (comm->settings.checkSignatures && soleComm) LOOM_TRY(checkCollectiveSignature(comm, op, comm->opCount));
     BoundPlan bp = engine ? BoundPlan{} : recycledPlan();
-    if (op.count > 0) LOOM_TRY(planCollective(comm, op, &bp));
+    // The check talks over the bootstrap and would wait forever for ranks this same thread drives.
+    Status planned;
+    if (comm->settings.checkSignatures && soleComm) planned = checkCollectiveSignature(comm, op, comm->opCount);
+    if (planned.ok() && op.count > 0) planned = planCollective(comm, op, &bp);
+    if (!planned.ok()) {
+      // The operation's id is taken: a progress thread completes it empty, or waits for it would not end.
+      if (engine) engine->submit(comm->opCount, workFor(comm), true);
+      return planned;
+    }
     if (engine) {
       CommWork single = workFor(comm);
       if (op.count > 0) single.plans.push_back(std::move(bp));
@@ -115,7 +122,10 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
   if (!p2p.empty()) {
     ++comm->opCount;
     BoundPlan bp = engine ? BoundPlan{} : recycledPlan();
-    LOOM_TRY(planPointToPoint(comm, p2p, &bp));
+    if (Status planned = planPointToPoint(comm, p2p, &bp); !planned.ok()) {
+      if (engine) engine->submit(comm->opCount, workFor(comm), true);  // as above
+      return planned;
+    }
     CommWork single = workFor(comm);
     CommWork& target = engine ? single : w;
     if (!bp.plan->lanes.empty()) target.plans.push_back(std::move(bp));
@@ -289,10 +299,8 @@ device::KernelPlan kernelPlanOf(BoundPlan&& bound) {
   kp.elemSize = bound.elemSize;
   kp.op = bound.op;
   kp.stageFrom = bound.stageFrom;
-  if (kp.stageFrom) {
-    size_t recvBytes = 0;
-    bufferBytes(bound.call, &kp.stageBytes, &recvBytes);
-  }
+  bufferBytes(bound.call, &kp.sendBytes, &kp.recvBytes);
+  if (kp.stageFrom) kp.stageBytes = kp.sendBytes;
   kp.stageScales = bound.stageScales;
   kp.stageOp = bound.stageOp;
   auto described = std::make_shared<const BoundPlan>(std::move(bound));  // formatted only for a failure

@@ -169,6 +169,8 @@ struct KernelPlan {
   ReduceOp op;
   const char* stageFrom = nullptr;
   size_t stageBytes = 0;
+  size_t sendBytes = 0;  // the operation's input and output (the plan cache's overlap key; what a
+  size_t recvBytes = 0;  // one-rank collective copies)
   bool stageScales = false;
   ReduceOp stageOp;
   std::function<std::string()> describe;  // the operation, for a failure's message

@@ -17,7 +17,7 @@ constexpr size_t kTableAlign = 16;
 size_t alignUp(size_t n) { return (n + kTableAlign - 1) / kTableAlign * kTableAlign; }
 
 struct Layout {
-  size_t lanes = 0, steps = 0, buffers = 0, sends = 0, recvs = 0, total = 0;
+  size_t lanes = 0, steps = 0, sends = 0, recvs = 0, total = 0;
 };
 
 size_t stepCount(const Plan& plan) {
@@ -30,8 +30,7 @@ Layout layoutOf(const Plan& plan, const DevicePlanBindings& b) {
   Layout l;
   l.lanes = alignUp(sizeof(DevicePlanHeader));
   l.steps = alignUp(l.lanes + plan.lanes.size() * sizeof(DeviceLane));
-  l.buffers = alignUp(l.steps + stepCount(plan) * sizeof(DeviceStep));
-  l.sends = alignUp(l.buffers + b.buffers.size() * sizeof(char*));
+  l.sends = alignUp(l.steps + stepCount(plan) * sizeof(DeviceStep));
   l.recvs = alignUp(l.sends + b.sends.size() * sizeof(DeviceFifo));
   l.total = alignUp(l.recvs + b.recvs.size() * sizeof(DeviceFifo));
   return l;
@@ -174,7 +173,6 @@ Status checkBindings(const Plan& plan, const DevicePlanBindings& b) {
     if (plan.lanes[l].channel >= b.nchannels)
       return invalidArgument("device plan: lane {} uses channel {}, the FIFO tables have {}", l, plan.lanes[l].channel,
                              b.nchannels);
-  if (!plan.lanes.empty() && !b.laneStatus) return invalidArgument("device plan: no lane status to report into");
   if (plan.lanes.size() > std::numeric_limits<uint32_t>::max() ||
       stepCount(plan) > std::numeric_limits<uint32_t>::max() || fifos > std::numeric_limits<int32_t>::max())
     return invalidArgument("device plan: too many lanes, steps or FIFOs");
@@ -256,13 +254,10 @@ Status encodeDevicePlan(const Plan& plan, const DevicePlanBindings& b, std::span
   h.nbuffers = static_cast<uint32_t>(b.buffers.size());
   h.elemSize = static_cast<uint32_t>(elemSize);
   h.dtype = b.dtype;
-  h.op = b.op;
   h.timeoutNs = b.timeoutNs;
   h.abort = b.abort;
-  h.laneStatus = b.laneStatus;
   h.laneOffset = l.lanes;
   h.stepOffset = l.steps;
-  h.bufferOffset = l.buffers;
   h.sendFifoOffset = l.sends;
   h.recvFifoOffset = l.recvs;
   h.totalBytes = l.total;
@@ -272,11 +267,27 @@ Status encodeDevicePlan(const Plan& plan, const DevicePlanBindings& b, std::span
   std::memcpy(base, &h, sizeof h);
   if (!lanes.empty()) std::memcpy(base + l.lanes, lanes.data(), lanes.size() * sizeof(DeviceLane));
   if (!steps.empty()) std::memcpy(base + l.steps, steps.data(), steps.size() * sizeof(DeviceStep));
-  if (!b.buffers.empty()) std::memcpy(base + l.buffers, b.buffers.data(), b.buffers.size() * sizeof(char*));
   std::memcpy(base + l.sends, b.sends.data(), b.sends.size() * sizeof(DeviceFifo));
   std::memcpy(base + l.recvs, b.recvs.data(), b.recvs.size() * sizeof(DeviceFifo));
   shape->lanes = h.nlanes;
   shape->bytes = l.total;
+  return Status::Ok();
+}
+
+Status bindDevicePlanCall(const Plan& plan, const DevicePlanBindings& b, char* const* bufferTable,
+                          DevicePlanCall* call) {
+  *call = DevicePlanCall{};
+  if (!plan.lanes.empty() && !b.laneStatus) return invalidArgument("device plan: no lane status to report into");
+  if (b.buffers.size() <= kInlineBuffers) {
+    for (size_t i = 0; i < b.buffers.size(); ++i) call->buffers[i] = b.buffers[i];
+  } else if (!bufferTable) {
+    return invalidArgument("device plan: {} buffers need a buffer table (at most {} fit the call)", b.buffers.size(),
+                           kInlineBuffers);
+  } else {
+    call->bufferTable = bufferTable;
+  }
+  call->laneStatus = b.laneStatus;
+  call->op = b.op;
   return Status::Ok();
 }
 

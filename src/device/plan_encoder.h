@@ -4,9 +4,10 @@
 // kernels/cuda/plan_interpreter.cuh. It lives in the device layer because it reads algorithms' Plan
 // (kernels do not depend on algorithms); CUDA builds only.
 //
-// The encoding holds the lanes and steps of algorithms/plan.h, a buffer table (where send, recv,
-// scratch and point-to-point buffers are) and a connection table: for every (peer, channel) the FIFO
-// this rank sends into and the FIFO it receives from. Messages follow the host FIFO protocol of
+// The encoding holds the lanes and steps of algorithms/plan.h and a connection table: for every (peer,
+// channel) the FIFO this rank sends into and the FIFO it receives from. It holds nothing of one call:
+// the buffers (send, recv, scratch, point-to-point buffers), the operator and where the lanes report
+// are the call's (DevicePlanCall, a kernel parameter), so an encoding serves every call of its shape. Messages follow the host FIFO protocol of
 // transport/memory_fifo.h: slots live in the receiver's memory; the sender publishes a message
 // by advancing `tail`, the receiver frees its slot by advancing `head`; counters only grow.
 //
@@ -26,11 +27,13 @@ namespace loom::device {
 
 using cuda::DeviceFifo;
 using cuda::DeviceLaneStatus;
+using cuda::DevicePlanCall;
 using cuda::DevicePlanShape;
 
 static_assert(cuda::kNoDeviceBuffer == kNoBuffer);
 
-// Everything besides the plan that the encoding binds: memory, connections, and how to stop.
+// Everything besides the plan that a launch binds: connections and how to stop (in the encoding), and
+// the call's memory, operator and lane statuses (in its DevicePlanCall).
 struct DevicePlanBindings {
   loomDataType_t dtype = loomUint8;
   // The operator as the executor sees it (core/planner.cc): for PreMulSum the caller scales its input
@@ -56,9 +59,16 @@ size_t devicePlanBytes(const Plan& plan, const DevicePlanBindings& bindings);
 
 // Encodes `plan` into `out` (16-byte aligned, at least devicePlanBytes), after checking that the
 // bindings can carry it: every buffer and FIFO the plan names is bound, every message fits its FIFO's
-// slots, local copies do not partially overlap. loomInvalidArgument says what does not fit.
+// slots, local copies do not partially overlap. loomInvalidArgument says what does not fit. The
+// checks of buffers hold for every later call whose buffers are null, equal and overlapping alike
+// (device/plan_cache.h keys encodings so).
 Status encodeDevicePlan(const Plan& plan, const DevicePlanBindings& bindings, std::span<std::byte> out,
                         DevicePlanShape* shape);
+
+// The call of an encoded plan with these bindings: their buffers (more than kInlineBuffers through
+// `bufferTable`, a device-readable copy of bindings.buffers), operator and lane statuses.
+Status bindDevicePlanCall(const Plan& plan, const DevicePlanBindings& bindings, char* const* bufferTable,
+                          DevicePlanCall* call);
 
 // A sequence of encoded plans for one launch (kernels/cuda/device_plan_layout.h's DevicePlanSequence):
 // where each of `planBytes.size()` plans starts (16-byte aligned) and the total bytes.

@@ -91,9 +91,21 @@ PlanKernels::~PlanKernels() {
   }
   if (fifos_) {  // launches run on the transport's GPU
     DeviceScope scope(fifos_->device());
-    for (auto& launch : pending) launch->done.wait();
+    for (auto& launch : pending) {
+      launch->done.wait();
+      // A launch nobody looked at (the last ones before the communicator goes) whose lanes failed: a
+      // peer may still write into this rank's block (a slot of a message this rank gave up on), so it
+      // is kept, as after any failure the communicator knew of.
+      for (const KernelLaunch::Entry& e : launch->entries)
+        if (!devicePlanResult(*e.plan, std::span(launch->statuses + e.firstStatus, e.plan->lanes.size())).ok())
+          failed_.store(true);
+    }
   }
   netProxy_.reset();  // before the members it calls back into (and the FIFOs it moves) go
+  if (fifos_) {
+    DeviceScope scope(fifos_->device());
+    for (char* sequence : cache_.takeAll()) cudaFree(sequence);  // the launches that read them have ended
+  }
   if (fifos_ && failed_.load()) fifos_->keepBlockAfterFailure();
   if (abortFlag_.host) flags_.release(abortFlag_);
 }

@@ -25,7 +25,8 @@
 //   launch after every stream its operations named (and those streams after it).
 // - CUDA graphs: a launch on a stream being captured is captured (its encoded plans, copied to the GPU
 //   at every replay, and its lanes' statuses stay in pinned memory for the communicator's lifetime;
-//   a failure in any replay is reported like any other). The communicator must have set up its
+//   its device memory is allocated outside the capture and kept as long, so the graph has no memory
+//   nodes; a failure in any replay is reported like any other). The communicator must have set up its
 //   transport before (one operation on device buffers outside the capture), a captured launch follows
 //   the communicator's earlier launches of the same capture only, and the application orders replays
 //   with the communicator's other work and ends them before destroying it, as NCCL asks.
@@ -53,7 +54,9 @@
 #include "device/net_lane_fifos.h"
 #include "device/p2p_fifos.h"
 #include "device/pinned_pool.h"
+#include "device/plan_cache.h"
 #include "device/plan_slots.h"
+#include "device/stream_pool.h"
 
 namespace loom::device {
 
@@ -75,7 +78,7 @@ struct KernelLaunch {
   KernelLaunch& operator=(const KernelLaunch&) = delete;
   PlanSlots* slots = nullptr;  // with `slot`, when the launch holds a ring slot
   int slot = -1;
-  PinnedBlock blob;
+  PinnedBlock blob;  // what a slot would hold (statuses, tables, an encoding on its way) when none does
   cuda::DeviceLaneStatus* statuses = nullptr;
   std::vector<Entry> entries;
   EventHandle done;
@@ -143,12 +146,17 @@ class PlanKernels {
   unsigned long long lastCaptureId_ = 0;
 
   PlanSlots slots_;  // before the launches that hold its slots: it outlives them
+  PlanCache cache_;  // encoded sequences on the device, by shape (plan_cache.h); freed in the destructor
+  LaunchWorkspace workspace_;  // the eager launches' temporaries
   std::mutex mutex_;  // guards launches_ and captured_: loomCommGetAsyncError looks at them from any thread
   std::deque<std::shared_ptr<KernelLaunch>> launches_;  // shared: takeSlot waits on the oldest outside mutex_
   // Launches captured into CUDA graphs: their encoded plans are copied to the GPU at every replay and
   // their lanes report into the same statuses, so they are kept for the communicator's lifetime (the
   // graphs must not be replayed after it).
   std::vector<std::shared_ptr<KernelLaunch>> captured_;
+  // Their device memory (encoded plans, temporaries), allocated outside the captures: graph memory
+  // nodes could make CUDA order one rank's graph after another's (stream_pool.h).
+  std::shared_ptr<KeptDeviceMemory> kept_;
   std::atomic<bool> failed_{false};
   std::atomic<volatile uint32_t*> abortWord_{nullptr};
 };

@@ -1,5 +1,6 @@
 #include "device/stream_pool.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 
@@ -45,6 +46,56 @@ Status StreamTemporaries::allocate(size_t bytes, char** out) {
   LOOM_CUDA_TRY(cudaMallocFromPoolAsync(&p, bytes, pool_, stream_));
   blocks_.push_back(p);
   *out = static_cast<char*>(p);
+  return Status::Ok();
+}
+
+LaunchWorkspace::~LaunchWorkspace() {
+  if (base_) cudaFree(base_);  // pool memory may be freed so; the launches that used it have ended
+}
+
+Status LaunchWorkspace::reserve(size_t bytes, cudaMemPool_t pool, cudaStream_t stream, char** base) {
+  if (bytes > bytes_) {
+    // Doubling, so that a run of growing operations grows it a few times, not at every call.
+    const size_t want = std::max(bytes, bytes_ * 2);
+    void* p = nullptr;
+    LOOM_CUDA_TRY(cudaMallocFromPoolAsync(&p, want, pool, stream));
+    if (base_) LOOM_CUDA_TRY(cudaFreeAsync(base_, stream));  // behind the launches that used it
+    base_ = static_cast<char*>(p);
+    bytes_ = want;
+  }
+  *base = base_;
+  return Status::Ok();
+}
+
+KeptDeviceMemory::~KeptDeviceMemory() {
+  if (!stream_) return;
+  DeviceScope scope(device_);
+  for (void* p : blocks_) cudaFreeAsync(p, stream_);
+  cudaStreamDestroy(stream_);  // returns at once; the frees complete on their own
+}
+
+Status KeptDeviceMemory::allocate(size_t bytes, char** out) {
+  *out = nullptr;
+  if (bytes == 0) return Status::Ok();
+  if (!stream_) LOOM_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  void* p = nullptr;
+  LOOM_CUDA_TRY(cudaMallocFromPoolAsync(&p, bytes, pool_, stream_));
+  blocks_.push_back(p);
+  // Only this private stream: the allocation, never another rank's kernel.
+  LOOM_CUDA_TRY(cudaStreamSynchronize(stream_));
+  *out = static_cast<char*>(p);
+  return Status::Ok();
+}
+
+Status KeptDeviceMemory::upload(const void* host, size_t bytes, char** out) {
+  LOOM_TRY(allocate(bytes, out));
+  return copy(*out, host, bytes);
+}
+
+Status KeptDeviceMemory::copy(char* to, const void* host, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  LOOM_CUDA_TRY(cudaMemcpyAsync(to, host, bytes, cudaMemcpyHostToDevice, stream_));
+  LOOM_CUDA_TRY(cudaStreamSynchronize(stream_));  // only this private stream
   return Status::Ok();
 }
 

@@ -1,6 +1,8 @@
 // FakeCuda's streams, legacy-stream rules and implicit synchronization (fake_device.h).
 #include "fake_device.h"
 
+#include "fake_counters.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
@@ -52,7 +54,13 @@ DoneRef alreadyDone() {
 void Done::set() {
   std::lock_guard<std::mutex> lock(mutex_);
   set_ = true;
+  when_ = std::chrono::steady_clock::now();
   changed_.notify_all();
+}
+
+std::chrono::steady_clock::time_point Done::when() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return when_;
 }
 
 void Done::wait() {
@@ -79,6 +87,16 @@ DoneRef Stream::enqueue(std::function<void()> work, std::vector<DoneRef> after) 
   last_ = done;
   changed_.notify_all();
   return done;
+}
+
+GraphRef Stream::capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return capture_;
+}
+
+void Stream::setCapture(GraphRef graph) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capture_ = std::move(graph);
 }
 
 DoneRef Stream::last() {
@@ -127,9 +145,17 @@ void destroyStream(cudaStream_t handle) {
   delete handle;
 }
 
-DoneRef enqueue(cudaStream_t handle, std::function<void()> work, std::vector<DoneRef> after) {
+DoneRef enqueue(cudaStream_t handle, std::function<void()> work, std::vector<DoneRef> after, NodeKind kind) {
   std::shared_ptr<Stream> s = streamOf(handle);
   if (!s) return nullptr;
+  if (GraphRef graph = s->capture()) {
+    // Recorded, not run: dependencies inside a capture are its order (Graph says so).
+    std::lock_guard<std::mutex> lock(graph->mutex);
+    graph->nodes.push_back({work ? kind : NodeKind::Empty, std::move(work)});
+    auto done = std::make_shared<Done>(graph);
+    done->set();
+    return done;
+  }
   // The legacy stream waits for every blocking stream of its device, and they wait for it.
   if (s->legacy()) {
     Registry& r = registry();
@@ -143,7 +169,20 @@ DoneRef enqueue(cudaStream_t handle, std::function<void()> work, std::vector<Don
   return s->enqueue(std::move(work), std::move(after));
 }
 
+void endCapture(const GraphRef& graph) {
+  Registry& r = registry();
+  std::vector<std::shared_ptr<Stream>> all;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (auto& weak : r.streams)
+      if (auto s = weak.lock()) all.push_back(s);
+  }
+  for (auto& s : all)
+    if (s->capture() == graph) s->setCapture(nullptr);
+}
+
 void synchronizeDevice(int device) {
+  countDeviceSynchronization();
   std::vector<DoneRef> pending;
   {
     Registry& r = registry();

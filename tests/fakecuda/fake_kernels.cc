@@ -96,18 +96,18 @@ int planKernelCapacity(int device, uint32_t* blocks) {
   return cudaSuccess;
 }
 
-int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loomDataType_t dtype, Stream stream) {
+int launchDevicePlanSequence(const DeviceLaunchArgs& args, uint32_t blocks, loomDataType_t dtype, Stream stream) {
   if (blocks == 0) return cudaSuccess;
-  if (!sequenceOnDevice || elemSizeOf(dtype) == 0) return cudaErrorInvalidValue;
+  if (!args.sequence || elemSizeOf(dtype) == 0) return cudaErrorInvalidValue;
   if (blocks > fakecuda::residentBlocks()) return cudaErrorCooperativeLaunchTooLarge;
   planKernels.launching();
-  auto kernel = [sequenceOnDevice, blocks, dtype] {
+  auto kernel = [args, blocks, dtype] {  // the arguments by value, as a kernel's parameters
     std::vector<std::thread> threads;
     for (uint32_t b = 0; b < blocks; ++b)
-      threads.emplace_back([=] {
+      threads.emplace_back([&args, b, dtype] {
         HostLane lane(1);
         HostLanePlatform platform(&lane, 0);
-        withElem(dtype, [&](auto elem) { runSequence<decltype(elem)>(sequenceOnDevice, b, platform); });
+        withElem(dtype, [&](auto elem) { runSequence<decltype(elem)>(args, b, platform); });
       });
     for (std::thread& t : threads) t.join();
   };

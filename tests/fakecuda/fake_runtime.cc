@@ -1,11 +1,12 @@
 // FakeCuda: the CUDA runtime API functions that Loom and its GPU tests call, on host memory and the
 // streams of fake_device.h. Declarations come from the real cuda_runtime_api.h, so every signature is
-// the runtime's own. Not modelled (refused with cudaErrorNotSupported): graph capture, and mapping
-// memory of another process.
+// the runtime's own. Stream capture and graphs are fake_graphs.cc's. Not modelled (refused with
+// cudaErrorNotSupported): mapping memory of another process.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <set>
 #include <utility>
 
+#include "fake_counters.h"
 #include "fake_device.h"
 
 struct CUevent_st {
@@ -53,6 +55,7 @@ void touch() { touched[currentDevice()] = true; }
 
 void* allocate(size_t bytes, cudaMemoryType type, bool legacyIpc) {
   touch();
+  countAllocation();
   const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   void* p = std::aligned_alloc(256, rounded);
   if (!p) return nullptr;
@@ -75,6 +78,7 @@ bool find(const void* p, uintptr_t* base, Allocation* out) {
 
 cudaError_t release(void* p, cudaMemoryType type) {
   if (!p) return cudaSuccess;
+  countFree();
   {
     std::lock_guard<std::mutex> lock(memory().mutex);
     auto it = memory().live.find(reinterpret_cast<uintptr_t>(p));
@@ -88,13 +92,23 @@ cudaError_t release(void* p, cudaMemoryType type) {
 // What the runtime would wait for around an allocation or a free: every stream of the device.
 void implicitSynchronization() { synchronizeDevice(currentDevice()); }
 
-cudaError_t enqueueOrFail(cudaStream_t stream, std::function<void()> work) {
-  return enqueue(stream, std::move(work)) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+cudaError_t enqueueOrFail(cudaStream_t stream, std::function<void()> work, NodeKind kind = NodeKind::Kernel) {
+  return enqueue(stream, std::move(work), {}, kind) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+// A copy from host memory (pinned, or not known to the fake: pageable) into device memory.
+void countIfHostToDevice(void* dst, const void* src) {
+  uintptr_t base = 0;
+  Allocation to, from;
+  const bool toDevice = find(dst, &base, &to) && to.type == cudaMemoryTypeDevice;
+  const bool fromHost = !find(src, &base, &from) || from.type == cudaMemoryTypeHost;
+  if (toDevice && fromHost) countHostToDeviceCopy();
 }
 
 // The legacy stream's copy, waited for: the synchronous API's behaviour.
-cudaError_t onLegacyAndWait(std::function<void()> work) {
-  DoneRef done = enqueue(nullptr, std::move(work));
+cudaError_t onLegacyAndWait(std::function<void()> work, NodeKind kind) {
+  countDeviceSynchronization();
+  DoneRef done = enqueue(nullptr, std::move(work), {}, kind);
   done->wait();
   return cudaSuccess;
 }
@@ -125,6 +139,10 @@ CUresult fakePrimaryCtxGetState(CUdevice device, unsigned int* flags, int* activ
 }
 
 }  // namespace
+}  // namespace fakecuda
+
+namespace fakecuda {
+void releaseGraphMemory(void* p) { release(p, cudaMemoryTypeDevice); }
 }  // namespace fakecuda
 
 using namespace fakecuda;
@@ -178,6 +196,16 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
   if (!validDevice(device)) return fail(cudaErrorInvalidDevice);
   if (attribute != cudaDevAttrMultiProcessorCount) return fail(cudaErrorNotSupported);
   *value = static_cast<int>(residentBlocks());
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (!validDevice(device)) return fail(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "FakeCuda device %d (the CUDA test double)", device);
+  prop->multiProcessorCount = static_cast<int>(residentBlocks());
+  prop->major = 9;
+  prop->minor = 0;
   return cudaSuccess;
 }
 
@@ -271,19 +299,21 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind) {
-  return onLegacyAndWait([=] { std::memmove(dst, src, count); });
+  countIfHostToDevice(dst, src);
+  return onLegacyAndWait([=] { std::memmove(dst, src, count); }, NodeKind::Memcpy);
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind, cudaStream_t stream) {
-  return enqueueOrFail(stream, [=] { std::memmove(dst, src, count); });
+  countIfHostToDevice(dst, src);
+  return enqueueOrFail(stream, [=] { std::memmove(dst, src, count); }, NodeKind::Memcpy);
 }
 
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
-  return onLegacyAndWait([=] { std::memset(devPtr, value, count); });
+  return onLegacyAndWait([=] { std::memset(devPtr, value, count); }, NodeKind::Memset);
 }
 
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
-  return enqueueOrFail(stream, [=] { std::memset(devPtr, value, count); });
+  return enqueueOrFail(stream, [=] { std::memset(devPtr, value, count); }, NodeKind::Memset);
 }
 
 // Stream-ordered memory: the allocation exists at once (the stream's order is what makes it safe to
@@ -299,9 +329,16 @@ cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
 
 cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t, cudaStream_t stream) {
-  if (!streamOf(stream)) return fail(cudaErrorInvalidResourceHandle);
+  std::shared_ptr<Stream> s = streamOf(stream);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
   *ptr = allocate(size, cudaMemoryTypeDevice, false);
-  return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+  if (!*ptr) return fail(cudaErrorMemoryAllocation);
+  if (GraphRef graph = s->capture()) {  // a graph memory node: the graph owns the memory
+    enqueue(stream, [] {}, {}, NodeKind::MemAlloc);
+    std::lock_guard<std::mutex> lock(graph->mutex);
+    graph->owned.push_back(*ptr);
+  }
+  return cudaSuccess;
 }
 
 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
@@ -309,6 +346,9 @@ cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
 }
 
 cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
+  std::shared_ptr<Stream> s = streamOf(stream);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  if (s->capture()) return enqueueOrFail(stream, [] {}, NodeKind::MemFree);  // the graph's memory goes with it
   return enqueueOrFail(stream, [devPtr] { release(devPtr, cudaMemoryTypeDevice); });
 }
 
@@ -344,6 +384,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  countHostWait();
   DoneRef done = enqueue(stream, nullptr);  // on the legacy stream this also waits for the blocking ones
   if (!done) return fail(cudaErrorInvalidResourceHandle);
   done->wait();
@@ -351,13 +392,20 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  // An event recorded in a capture: the stream joins that capture (its later work becomes the graph's).
+  if (GraphRef graph = event->done ? event->done->capture() : nullptr) {
+    std::shared_ptr<Stream> s = streamOf(stream);
+    if (!s) return fail(cudaErrorInvalidResourceHandle);
+    if (!s->capture()) s->setCapture(graph);
+    return s->capture() == graph ? cudaSuccess : fail(cudaErrorStreamCaptureIsolation);
+  }
   std::vector<DoneRef> after;
   if (event->done) after.push_back(event->done);
   return enqueue(stream, nullptr, std::move(after)) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
-  return enqueueOrFail(stream, [fn, userData] { fn(userData); });
+  return enqueueOrFail(stream, [fn, userData] { fn(userData); }, NodeKind::Host);
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
@@ -382,24 +430,13 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  countHostWait();
   if (event->done) event->done->wait();
   return cudaSuccess;
 }
 
-// ---- Graph capture: not modelled. A stream is never capturing; beginning a capture is refused.
-
-cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id,
-                                     cudaGraph_t*, const cudaGraphNode_t**, const cudaGraphEdgeData**, size_t*) {
-  if (!streamOf(stream)) return fail(cudaErrorInvalidResourceHandle);
-  *status = cudaStreamCaptureStatusNone;
-  if (id) *id = 0;
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!start->done || !end->done || !start->done->isSet() || !end->done->isSet()) return fail(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(end->done->when() - start->done->when()).count();
   return cudaSuccess;
 }
-
-cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode*) { return cudaSuccess; }
-cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) { return fail(cudaErrorNotSupported); }
-cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t*) { return fail(cudaErrorNotSupported); }
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t*, cudaGraph_t, unsigned long long) { return fail(cudaErrorNotSupported); }
-cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return fail(cudaErrorNotSupported); }
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }
-cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }

@@ -220,6 +220,14 @@ CaseResult runDeviceCase(RankContext& ctx, const Case& c, cudaStream_t stream, c
   loomResult_t r = callCollective(c, ctx, sendDev, recvDev, op.op(), stream);
   if (r != loomSuccess) return {loomtest::callFailure(loomtest::collName(c.coll), r, ctx.comm), true};
   cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  // A plan kernel whose lane failed (timed out, say) ends normally as far as the stream is concerned:
+  // its failure reaches the communicator only when a finished launch is looked at, at the next call,
+  // and the run's last case has none. Asked here, it is reported as what it is, not as wrong data.
+  loomResult_t async = loomSuccess;
+  const loomResult_t asked = loomCommGetAsyncError(ctx.comm, &async);
+  if (asked != loomSuccess) return {loomtest::callFailure("loomCommGetAsyncError", asked, ctx.comm), true};
+  if (async != loomSuccess && async != loomInProgress)
+    return {loomtest::callFailure("the call (loomCommGetAsyncError after the stream)", async, ctx.comm), true};
 
   std::string text;
   if (inPlace) {
@@ -273,6 +281,14 @@ std::string runDeviceCases(RankContext& ctx, const std::vector<Case>& cases, int
       out += "\n  (stopped: the call failed, communicator aborted)";
       break;
     }
+  }
+  // Meet again before `buffers` go: cudaFree synchronizes the device and, while it waits, holds back
+  // every other thread's launches, so a rank that frees while a peer has yet to launch its last case
+  // stalls that launch until the lanes waiting for it time out (docs/ARCHITECTURE.md's hazards). The
+  // meeting is a host collective: each rank joins it after its last stream synchronization.
+  if (ctx.comm) {
+    const std::string metAtEnd = meetOnTheHost(ctx);
+    if (!metAtEnd.empty()) out += "\n  (at the end) " + metAtEnd;
   }
   if (stream) cudaStreamDestroy(stream);
   if (failures > kMaxFailures) out += "\n  ... and " + std::to_string(failures - kMaxFailures) + " more";

@@ -107,8 +107,11 @@ struct BoundPlan {
   BoundPlan& operator=(const BoundPlan&) = delete;
 
   size_t bytes() const { return loom::device::devicePlanBytes(plan, bindings); }
-  loom::Status encode(std::span<std::byte> out, loom::cuda::DevicePlanShape* shape) const {
-    return loom::device::encodeDevicePlan(plan, bindings, out, shape);
+  // Encodes the plan and binds its call (host memory: the buffer table, when one is needed, is the
+  // bindings' own).
+  loom::Status encode(std::span<std::byte> out, loom::cuda::DevicePlanShape* shape) {
+    LOOM_TRY(loom::device::encodeDevicePlan(plan, bindings, out, shape));
+    return loom::device::bindDevicePlanCall(plan, bindings, bindings.buffers.data(), &call);
   }
   loom::Status result() const { return loom::device::devicePlanResult(plan, status); }
 
@@ -117,6 +120,7 @@ struct BoundPlan {
   std::vector<uint8_t> direct;
   std::vector<DeviceLaneStatus> status;
   loom::device::DevicePlanBindings bindings;
+  loom::cuda::DevicePlanCall call;
 };
 
 // Encoded bytes, aligned as a GPU allocation would be at least (DevicePlanSequence is 128-aligned).
@@ -176,11 +180,11 @@ std::vector<loom::Status> runEmulated(const std::vector<RankRun>& ranks, const H
     HostLaunches launches(options.workersPerLane);
     for (size_t r = 0; r < ranks.size(); ++r) {
       const uint32_t delayMs = r < options.startDelayMs.size() ? options.startDelayMs[r] : 0;
-      launches.launch(shapes[r].lanes,
-                      [plan = encoded[r].data(), delayMs](uint32_t l, loom::cuda::HostLane* lane, uint32_t w) {
-                        if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
-                        loom::cuda::runLaneOnHost(plan, l, lane, w);
-                      });
+      launches.launch(shapes[r].lanes, [plan = encoded[r].data(), call = &bound[r]->call, delayMs](
+                                           uint32_t l, loom::cuda::HostLane* lane, uint32_t w) {
+        if (delayMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+        loom::cuda::runLaneOnHost(plan, *call, l, lane, w);
+      });
     }
   }
   for (size_t r = 0; r < ranks.size(); ++r) results[r] = bound[r]->result();
@@ -192,6 +196,8 @@ std::vector<std::vector<SequencedResult>> runSequenceEmulated(const std::vector<
                                                               const EmulationOptions& options) {
   std::vector<std::vector<std::unique_ptr<BoundPlan>>> bound(ranks.size());
   std::vector<EncodedBytes> sequences;
+  std::vector<std::vector<loom::cuda::DevicePlanCall>> calls(ranks.size());  // each rank's call table
+  std::vector<loom::cuda::DeviceLaunchArgs> args(ranks.size());
   std::vector<uint32_t> blocks(ranks.size(), 0);
   std::vector<std::vector<SequencedResult>> results(ranks.size());
   bool encodedAll = true;
@@ -210,14 +216,21 @@ std::vector<std::vector<SequencedResult>> runSequenceEmulated(const std::vector<
       loom::cuda::DevicePlanShape shape;
       results[r].push_back({bound[r][k]->encode(out.subspan(layout.offsets[k], planBytes[k]), &shape), {}});
       encodedAll = encodedAll && results[r].back().status.ok();
+      calls[r].push_back(bound[r][k]->call);
     }
+    // The calls as a launch passes them: inline up to kInlinePlans, else as a table.
+    args[r].sequence = sequences[r].data();
+    if (calls[r].size() > loom::cuda::kInlinePlans)
+      args[r].callTable = calls[r].data();
+    else
+      std::copy(calls[r].begin(), calls[r].end(), args[r].calls);
   }
   if (!encodedAll) return results;
   {
     HostLaunches launches(options.workersPerLane);  // every block of every rank at once, as plan_launch.h requires
     for (size_t r = 0; r < ranks.size(); ++r)
-      launches.launch(blocks[r], [seq = sequences[r].data()](uint32_t b, loom::cuda::HostLane* lane, uint32_t w) {
-        loom::cuda::runSequenceOnHost(seq, b, lane, w);
+      launches.launch(blocks[r], [a = &args[r]](uint32_t b, loom::cuda::HostLane* lane, uint32_t w) {
+        loom::cuda::runSequenceOnHost(*a, b, lane, w);
       });
   }
   for (size_t r = 0; r < ranks.size(); ++r)

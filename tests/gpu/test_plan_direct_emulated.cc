@@ -33,11 +33,12 @@ struct OneMessage {
   }
 
   // Over `over` (default: this message's mesh, which has posts).
-  std::vector<loom::Status> run(uint32_t senderDelayMs, uint32_t receiverDelayMs, const HostFifoMesh* over = nullptr) {
+  std::vector<loom::Status> run(uint32_t senderDelayMs, uint32_t receiverDelayMs, const HostFifoMesh* over = nullptr,
+                                uint64_t timeoutNs = 10'000'000'000ull) {
     EmulationOptions options;
     uint32_t abortWord = 0;
     options.abort = &abortWord;
-    options.timeoutNs = 10'000'000'000ull;
+    options.timeoutNs = timeoutNs;
     options.startDelayMs = {senderDelayMs, receiverDelayMs};
     char* src = source.data();
     char* dst = destination.data();
@@ -85,6 +86,20 @@ TEST(DirectMode, APostOfAnotherSizeIsNeverWrittenInto) {
   EXPECT_NE(results[1].message().find("1000 bytes arrived"), std::string::npos) << results[1].message();
   EXPECT_EQ(m.sizeWord(), uint64_t{1000});
   for (size_t i = 0; i < m.destination.size(); ++i) ASSERT_EQ(m.destination[i], 0) << "byte " << i;
+}
+
+// The receiver posts, waits, and gives up (its lane times out) before the sender starts: the late
+// sender must not write into the destination, which the caller may have freed or reused by then (on
+// the GPU: an illegal address that kills every rank of the process); its message goes to the slot.
+TEST(DirectMode, AReceiverThatGaveUpLeavesNoPostBehind) {
+  OneMessage m(1000, 1000);
+  const auto results = m.run(/*senderDelayMs=*/kHeadStartMs, /*receiverDelayMs=*/0, nullptr,
+                             /*timeoutNs=*/50'000'000ull);
+  EXPECT_TRUE(results[0].ok()) << results[0].message();  // the sender never waits: its slot is free
+  EXPECT_EQ(results[1].code(), loomTimeout) << results[1].message();
+  for (size_t i = 0; i < m.destination.size(); ++i) ASSERT_EQ(m.destination[i], 0) << "byte " << i << " written late";
+  EXPECT_EQ(m.sizeWord(), m.bytes) << "the message should have gone to the slot";
+  EXPECT_EQ(std::memcmp(m.mesh.view(0, 1, 0).slots, m.source.data(), m.bytes), 0);
 }
 
 // Without posts in the FIFOs (ranks in different processes) nothing is posted and the slot carries it.

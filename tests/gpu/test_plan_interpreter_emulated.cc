@@ -109,8 +109,10 @@ struct SingleRank {
   std::vector<char*> buffers;
   std::vector<loom::cuda::DeviceLaneStatus> status;
   loom::device::DevicePlanBindings bindings;
+  loom::cuda::DevicePlanCall call;
   std::vector<std::max_align_t> out;
 
+  // Encodes the plan, then binds its call (as a launch does).
   loom::Status encode() {
     bindings.buffers = buffers;
     bindings.sends = sends;
@@ -118,7 +120,8 @@ struct SingleRank {
     bindings.laneStatus = status.empty() ? nullptr : status.data();
     out.resize(loom::device::devicePlanBytes(plan, bindings) / sizeof(std::max_align_t) + 1);
     loom::cuda::DevicePlanShape shape;
-    return loom::device::encodeDevicePlan(plan, bindings, std::as_writable_bytes(std::span(out)), &shape);
+    LOOM_TRY(loom::device::encodeDevicePlan(plan, bindings, std::as_writable_bytes(std::span(out)), &shape));
+    return loom::device::bindDevicePlanCall(plan, bindings, bindings.buffers.data(), &call);
   }
 };
 
@@ -264,7 +267,7 @@ TEST(PlanInterpreter, KernelOfAnotherDtypeRefusesToRun) {
   ASSERT_TRUE(s.encode().ok());
   loom::cuda::HostLane lane(1);
   loom::cuda::HostLanePlatform platform(&lane, 0);
-  loom::cuda::runLane<loom::cuda::HalfElem>(s.out.data(), 0, platform);  // a 2-byte kernel, a 4-byte plan
+  loom::cuda::runLane<loom::cuda::HalfElem>(s.out.data(), s.call, 0, platform);  // a 2-byte kernel, a 4-byte plan
   const loom::Status st = loom::device::devicePlanResult(s.plan, s.status);
   EXPECT_EQ(st.code(), loomInternalError);
   EXPECT_NE(st.message().find("the kernel's dtype is not the encoded plan's"), std::string::npos) << st.message();

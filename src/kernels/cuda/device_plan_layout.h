@@ -32,6 +32,11 @@ struct DeviceDirectPost {
   uint64_t reserved = 0;
 };
 inline constexpr uint64_t kDirectMessage = uint64_t{1} << 63;  // in a size word: the bytes went to the post
+// In a post's seq: a sender took the post (compare-and-swap from seq) and writes there. A receiver
+// whose lane stops before its message arrived withdraws its post the same way (seq to 0), so that no
+// sender writes into memory whose operation has ended; when the sender was first, the receiver waits
+// for its message (the sender has nothing left to wait for once it took the post).
+inline constexpr uint64_t kPostTaken = uint64_t{1} << 63;
 
 // One direction of one (peer, channel) connection, as both of its ends see it. Every pointer must be
 // valid where the interpreter runs (device: device or mapped host memory, peer memory over CUDA IPC).
@@ -97,30 +102,51 @@ struct DeviceStep {
   uint64_t count = 0;      // elements
 };
 
-// At the start of the encoded bytes; the tables follow at the byte offsets it names.
+// At the start of the encoded bytes; the tables follow at the byte offsets it names. Everything here
+// holds for every call of the same shape (the plan, its channels and FIFOs): the encoding is made once
+// and kept in device memory (device/plan_cache.h); what each call brings is a DevicePlanCall.
 struct DevicePlanHeader {
   int32_t rank = 0;
   int32_t nranks = 1;
   uint32_t nchannels = 1;  // of the FIFO tables
   uint32_t nlanes = 0;
   uint32_t nsteps = 0;
-  uint32_t nbuffers = 0;
+  uint32_t nbuffers = 0;  // buffer indices the steps may name (a call binds that many)
   uint32_t elemSize = 1;
   loomDataType_t dtype = loomUint8;
-  uint32_t reserved = 0;
-  ReduceOp op;
-  uint64_t timeoutNs = 0;                  // a wait without progress this long fails (0: never)
-  uint32_t* abort = nullptr;               // non-zero: stop waiting (null: no abort word)
-  DeviceLaneStatus* laneStatus = nullptr;  // nlanes entries
-  uint64_t laneOffset = 0, stepOffset = 0, bufferOffset = 0, sendFifoOffset = 0, recvFifoOffset = 0;
+  uint64_t timeoutNs = 0;     // a wait without progress this long fails (0: never)
+  uint32_t* abort = nullptr;  // non-zero: stop waiting (null: no abort word)
+  uint64_t laneOffset = 0, stepOffset = 0, sendFifoOffset = 0, recvFifoOffset = 0;
   uint64_t totalBytes = 0;
+};
+
+// What one call of an encoded plan binds: its buffers, its operator (a PreMulSum or an average carries
+// values of its own) and where its lanes report. Passed to the kernel as a parameter (DeviceLaunchArgs),
+// so that a call of a shape already on the device copies nothing to it.
+inline constexpr uint32_t kInlineBuffers = 4;  // a collective's send, recv, scratch; a lone send/recv's 4th
+struct DevicePlanCall {
+  char* buffers[kInlineBuffers] = {};
+  char* const* bufferTable = nullptr;  // more than kInlineBuffers buffers: all of them, in device memory
+  DeviceLaneStatus* laneStatus = nullptr;  // nlanes entries, in memory the host reads (pinned)
+  ReduceOp op;
+};
+
+// The plan kernel's parameter: a sequence of encoded plans (DevicePlanSequence) and each plan's call,
+// the first kInlinePlans of them inline, or all of them in device memory (`callTable`) when more.
+inline constexpr uint32_t kInlinePlans = 8;
+struct DeviceLaunchArgs {
+  const void* sequence = nullptr;
+  const DevicePlanCall* callTable = nullptr;
+  DevicePlanCall calls[kInlinePlans];
 };
 
 // Several encoded plans of one dtype that one launch runs one after the other (a group's operations
 // on one communicator): every block runs its lane of each plan (when the plan has that many lanes),
 // and the launch's blocks meet between two plans, so that a plan starts only when this rank finished
 // the one before (it may read what another lane of the previous plan wrote). The plans' encodings
-// follow, at the byte offsets (from this struct's first byte) in the table right after it.
+// follow, at the byte offsets (from this struct's first byte) in the table right after it. The same
+// sequence serves every call of its shape: the last block to finish sets `arrived` back to 0 (launches
+// of one communicator run one after another, so the next one finds it so).
 struct alignas(128) DevicePlanSequence {
   uint64_t arrived = 0;  // blocks count themselves here after each plan; on its own 128-byte line
   uint32_t nplans = 0;

@@ -41,6 +41,9 @@ class HostLanePlatform {
     return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
   }
   static uint64_t fetchAdd(uint64_t* p, uint64_t v) { return ref(p).fetch_add(v, std::memory_order_acq_rel); }
+  static bool compareExchange(uint64_t* p, uint64_t expected, uint64_t desired) {
+    return ref(p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel, std::memory_order_acquire);
+  }
   static void raiseFlag(uint32_t* p) { std::atomic_ref<uint32_t>(*p).store(1, std::memory_order_release); }
 
   static uint64_t nowNs() {
@@ -65,21 +68,22 @@ class HostLanePlatform {
   uint32_t worker_;
 };
 
-// Runs lane `laneIndex` of an encoded plan in host memory on the calling thread as worker `worker`
-// of `lane` (every worker of the lane must call it), for the plan's dtype.
-inline bool runLaneOnHost(const void* encoded, uint32_t laneIndex, HostLane* lane, uint32_t worker) {
+// Runs lane `laneIndex` of an encoded plan in host memory, bound by `call`, on the calling thread as
+// worker `worker` of `lane` (every worker of the lane must call it), for the plan's dtype.
+inline bool runLaneOnHost(const void* encoded, const DevicePlanCall& call, uint32_t laneIndex, HostLane* lane,
+                          uint32_t worker) {
   HostLanePlatform platform(lane, worker);
   const loomDataType_t dtype = static_cast<const DevicePlanHeader*>(encoded)->dtype;
-  return withElem(dtype, [&](auto elem) { runLane<decltype(elem)>(encoded, laneIndex, platform); });
+  return withElem(dtype, [&](auto elem) { runLane<decltype(elem)>(encoded, call, laneIndex, platform); });
 }
 
-// The same for block `block` of a launch of a plan sequence (DevicePlanSequence).
-inline bool runSequenceOnHost(const void* sequence, uint32_t block, HostLane* lane, uint32_t worker) {
+// The same for block `block` of a launch of a plan sequence (DeviceLaunchArgs).
+inline bool runSequenceOnHost(const DeviceLaunchArgs& args, uint32_t block, HostLane* lane, uint32_t worker) {
   HostLanePlatform platform(lane, worker);
-  auto* seq = static_cast<const DevicePlanSequence*>(sequence);
+  auto* seq = static_cast<const DevicePlanSequence*>(args.sequence);
   if (seq->nplans == 0) return true;
   const loomDataType_t dtype = static_cast<const DevicePlanHeader*>(sequencePlan(seq, 0))->dtype;
-  return withElem(dtype, [&](auto elem) { runSequence<decltype(elem)>(sequence, block, platform); });
+  return withElem(dtype, [&](auto elem) { runSequence<decltype(elem)>(args, block, platform); });
 }
 
 }  // namespace loom::cuda

@@ -1,4 +1,4 @@
-// The plan interpreter: runs one lane of an encoded plan (device_plan_layout.h, made by device_plan.h)
+// The plan interpreter: runs one lane of an encoded plan (device_plan_layout.h, made by device/plan_encoder.h)
 // step by step over FIFOs in peer-visible memory. Written once, as __host__ __device__ code, for a
 // Platform policy that supplies what differs between a GPU block and a host thread:
 //
@@ -6,6 +6,7 @@
 //   void barrier()                        all of the lane's workers
 //   uint64_t loadAcquire(const uint64_t*), loadRelaxed(const uint64_t*)
 //   void storeRelease(uint64_t*, uint64_t), storeRelaxed(uint64_t*, uint64_t)
+//   bool compareExchange(uint64_t*, uint64_t expected, uint64_t desired)   (acq_rel; direct-mode posts)
 //                                         FIFO counters and size words, at system scope
 //   uint32_t loadFlag(const uint32_t*); void raiseFlag(uint32_t*)   the abort word
 //   uint64_t nowNs(); void pause(uint32_t round)                    a polite, bounded wait
@@ -43,12 +44,14 @@ struct LaneShared {
   uint32_t outcome;        // DeviceLaneOutcome: Done means "go on"
 };
 
-// The encoded plan, read in place.
+// The encoded plan, read in place, with what this call binds (its buffers, operator, lane statuses).
 class DevicePlanView {
  public:
-  LOOM_HD explicit DevicePlanView(const void* encoded)
-      : base_(static_cast<const char*>(encoded)), h_(static_cast<const DevicePlanHeader*>(encoded)) {}
+  LOOM_HD DevicePlanView(const void* encoded, const DevicePlanCall& call)
+      : base_(static_cast<const char*>(encoded)), h_(static_cast<const DevicePlanHeader*>(encoded)), call_(call) {}
   LOOM_HD const DevicePlanHeader& header() const { return *h_; }
+  LOOM_HD const DevicePlanCall& call() const { return call_; }
+  LOOM_HD const ReduceOp& op() const { return call_.op; }
   LOOM_HD const DeviceLane& lane(uint32_t i) const {
     return reinterpret_cast<const DeviceLane*>(base_ + h_->laneOffset)[i];
   }
@@ -56,7 +59,8 @@ class DevicePlanView {
     return reinterpret_cast<const DeviceStep*>(base_ + h_->stepOffset)[i];
   }
   LOOM_HD char* at(uint32_t buffer, uint64_t offset) const {
-    return reinterpret_cast<char* const*>(base_ + h_->bufferOffset)[buffer] + offset * h_->elemSize;
+    char* const base = call_.bufferTable ? call_.bufferTable[buffer] : call_.buffers[buffer];
+    return base + offset * h_->elemSize;
   }
   LOOM_HD const DeviceFifo& sendFifo(int32_t i) const {
     return reinterpret_cast<const DeviceFifo*>(base_ + h_->sendFifoOffset)[i];
@@ -68,6 +72,7 @@ class DevicePlanView {
  private:
   const char* base_;
   const DevicePlanHeader* h_;
+  const DevicePlanCall& call_;
 };
 
 // dst = a (op) b, or dst = a when b is null; the post-operation only when finalizing.
@@ -106,6 +111,19 @@ struct StepClaim {
   uint64_t detail = 0;
 };
 
+// Worker 0, when its lane stops at step `s` after posting dst (DeviceDirectPost): takes the post back,
+// so that no sender writes into dst once this lane (and maybe the operation, and the caller's buffer)
+// is gone. True when a sender took it first: it is writing now and publishes without waiting on
+// anything, so the message is waited for and is in dst when this returns.
+template <class P>
+LOOM_HD bool withdrawPost(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t recvSeq) {
+  if (!s.postsDst) return false;
+  const DeviceFifo& f = plan.recvFifo(s.recvFifo);
+  if (p.compareExchange(&f.posts[recvSeq % f.nslots].seq, recvSeq + 1, 0)) return false;  // a late sender uses the slot
+  for (uint32_t round = 0; p.loadAcquire(f.tail) < recvSeq + 1; ++round) p.pause(round);
+  return true;
+}
+
 // Worker 0: posts where the incoming message may go directly, waits for a free slot in the send FIFO
 // (first, as the executor asks) and for the message in the receive FIFO, checks the message's size,
 // and last (as late as it can, for the receiver to have posted) decides where the outgoing one goes.
@@ -128,13 +146,15 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
     const uint64_t freedAtLeast = claim.sendSeq + 1 > f.nslots ? claim.sendSeq + 1 - f.nslots : 0;
     const DeviceLaneOutcome o = waitAtLeast(p, h, f.head, freedAtLeast);
     if (o != DeviceLaneOutcome::Done) {
+      withdrawPost(p, plan, s, claim.recvSeq);
       claim.peer = s.sendPeer;
       return o;
     }
   }
   if (s.recvFifo >= 0) {
     const DeviceFifo& f = plan.recvFifo(s.recvFifo);
-    const DeviceLaneOutcome o = waitAtLeast(p, h, f.tail, claim.recvSeq + 1);
+    DeviceLaneOutcome o = waitAtLeast(p, h, f.tail, claim.recvSeq + 1);
+    if (o != DeviceLaneOutcome::Done && withdrawPost(p, plan, s, claim.recvSeq)) o = DeviceLaneOutcome::Done;  // it landed
     if (o != DeviceLaneOutcome::Done) {
       claim.peer = s.recvPeer;
       return o;
@@ -153,8 +173,11 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
     const DeviceFifo& f = plan.sendFifo(s.sendFifo);
     sh.sendSlot = f.slots + (claim.sendSeq % f.nslots) * f.slotBytes;
     if (f.posts) {  // the receiver may already wait with its destination posted (DeviceDirectPost)
-      const DeviceDirectPost& post = f.posts[claim.sendSeq % f.nslots];
-      if (p.loadAcquire(&post.seq) == claim.sendSeq + 1 && p.loadRelaxed(&post.bytes) == bytes) {
+      DeviceDirectPost& post = f.posts[claim.sendSeq % f.nslots];
+      // Taken, not only read: a receiver that stops meanwhile then waits for these bytes instead of
+      // leaving with them still to land in its memory (withdrawPost).
+      if (p.loadAcquire(&post.seq) == claim.sendSeq + 1 && p.loadRelaxed(&post.bytes) == bytes &&
+          p.compareExchange(&post.seq, claim.sendSeq + 1, (claim.sendSeq + 1) | kPostTaken)) {
         sh.sendSlot = reinterpret_cast<char*>(static_cast<uintptr_t>(p.loadRelaxed(&post.address)));
         claim.sendDirect = true;
       }
@@ -181,7 +204,7 @@ LOOM_HD void publishStep(P& p, const DevicePlanView& plan, const DeviceStep& s, 
 // directly into dst.
 template <class E, class P>
 LOOM_HD void moveData(P& p, const DevicePlanView& plan, const DeviceStep& s, char* out, const char* in) {
-  const ReduceOp& op = plan.header().op;
+  const ReduceOp& op = plan.op();
   const uint32_t w = p.worker(), nw = p.workers();
   const bool fin = s.finalize != 0;
   char* dst = s.hasDst ? plan.at(s.dstBuffer, s.dstOffset) : nullptr;
@@ -222,11 +245,11 @@ LOOM_HD void moveData(P& p, const DevicePlanView& plan, const DeviceStep& s, cha
   }
 }
 
-// Runs lane `laneIndex` of the encoded plan to its end or to its first failure, and reports how it
-// ended in the plan's lane status. Every worker of the lane calls it.
+// Runs lane `laneIndex` of the encoded plan, bound by `call`, to its end or to its first failure, and
+// reports how it ended in the call's lane status. Every worker of the lane calls it.
 template <class E, class P>
-LOOM_HD void runLane(const void* encoded, uint32_t laneIndex, P& p) {
-  const DevicePlanView plan(encoded);
+LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t laneIndex, P& p) {
+  const DevicePlanView plan(encoded, call);
   const DevicePlanHeader& h = plan.header();
   if (laneIndex >= h.nlanes) return;  // a launch larger than the plan
   const DeviceLane& lane = plan.lane(laneIndex);
@@ -250,7 +273,7 @@ LOOM_HD void runLane(const void* encoded, uint32_t laneIndex, P& p) {
     if (p.worker() == 0) publishStep(p, plan, s, bytes, claim);
   }
   if (p.worker() != 0) return;
-  DeviceLaneStatus& st = h.laneStatus[laneIndex];
+  DeviceLaneStatus& st = call.laneStatus[laneIndex];
   st.step = i;
   st.peer = outcome == DeviceLaneOutcome::Done ? -1 : claim.peer;
   st.detail = claim.detail;
@@ -265,13 +288,19 @@ LOOM_HD const void* sequencePlan(const DevicePlanSequence* seq, uint32_t k) {
   return reinterpret_cast<const char*>(seq) + offsets[k];
 }
 
-// Runs block `block`'s lane of every plan of the sequence in order. Between two plans the blocks
-// meet: each counts itself in `arrived` and waits for the others (every block of the launch is
+// Plan `k`'s call in a launch's arguments.
+LOOM_HD const DevicePlanCall& launchCall(const DeviceLaunchArgs& args, uint32_t k) {
+  return args.callTable ? args.callTable[k] : args.calls[k];
+}
+
+// Runs block `block`'s lane of every plan of the launch's sequence in order. Between two plans the
+// blocks meet: each counts itself in `arrived` and waits for the others (every block of the launch is
 // resident, plan_launch.h checks it); once any lane failed (its abort word is up) the remaining plans
-// do not start and their lanes stay NotReported. Every worker of the block calls it.
+// do not start and their lanes stay NotReported. After the last plan the block that counts itself last
+// sets `arrived` back to 0 for the sequence's next launch. Every worker of the block calls it.
 template <class E, class P>
-LOOM_HD void runSequence(const void* sequence, uint32_t block, P& p) {
-  auto* seq = static_cast<DevicePlanSequence*>(const_cast<void*>(sequence));
+LOOM_HD void runSequence(const DeviceLaunchArgs& args, uint32_t block, P& p) {
+  auto* seq = static_cast<DevicePlanSequence*>(const_cast<void*>(args.sequence));
   for (uint32_t k = 0; k < seq->nplans; ++k) {
     const void* plan = sequencePlan(seq, k);
     if (k > 0) {
@@ -294,7 +323,13 @@ LOOM_HD void runSequence(const void* sequence, uint32_t block, P& p) {
       p.barrier();  // every worker read it before worker 0 reuses the word for the plan's first step
       if (!goOn) return;
     }
-    runLane<E>(plan, block, p);
+    runLane<E>(plan, launchCall(args, k), block, p);
+  }
+  if (seq->nplans < 2) return;  // no meeting, nothing counted
+  p.barrier();  // every worker is done with the sequence
+  if (p.worker() == 0) {
+    const uint64_t all = static_cast<uint64_t>(seq->nplans) * seq->blocks;
+    if (p.fetchAdd(&seq->arrived, 1) + 1 == all) p.storeRelaxed(&seq->arrived, 0);
   }
 }
 

@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <cuda/atomic>
+#include <algorithm>
+#include <mutex>
 
 #include "kernels/cuda/kernel_loading.cuh"
 #include "kernels/cuda/plan_interpreter.cuh"
@@ -35,6 +37,11 @@ class DevicePlatform {
         .load(::cuda::memory_order_acquire);
   }
   __device__ static uint64_t fetchAdd(uint64_t* p, uint64_t v) { return word(p).fetch_add(v, ::cuda::memory_order_acq_rel); }
+  __device__ static bool compareExchange(uint64_t* p, uint64_t expected, uint64_t desired) {
+    unsigned long long e = expected;
+    return word(p).compare_exchange_strong(e, static_cast<unsigned long long>(desired), ::cuda::memory_order_acq_rel,
+                                           ::cuda::memory_order_acquire);
+  }
   __device__ static void raiseFlag(uint32_t* p) {
     ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*p).store(1, ::cuda::memory_order_release);
   }
@@ -59,29 +66,55 @@ class DevicePlatform {
   LaneShared* shared_;
 };
 
+// The launch's arguments are a kernel parameter (in the constant bank): a call of a shape whose
+// encoding is on the device already copies nothing to it.
 template <class E>
-__global__ void __launch_bounds__(kPlanThreads) planSequenceKernel(const void* sequence) {
+__global__ void __launch_bounds__(kPlanThreads) planSequenceKernel(const __grid_constant__ DeviceLaunchArgs args) {
   __shared__ LaneShared shared;
   DevicePlatform platform(&shared);
-  runSequence<E>(sequence, blockIdx.x, platform);
+  runSequence<E>(args, blockIdx.x, platform);
+}
+
+// Blocks of the plan kernel of each dtype that `device` holds resident at once, found once per device
+// (cudaOccupancyMaxActiveBlocksPerMultiprocessor costs microseconds, and every launch checks it).
+constexpr int kMostDevices = 64;
+uint32_t residentCapacity[kMostDevices][loomNumTypes];  // 0: not found yet
+std::once_flag capacityFound[kMostDevices];
+
+cudaError_t findCapacity(int device) {
+  int sms = 0;
+  cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  for (int d = 0; d < loomNumTypes && err == cudaSuccess; ++d)
+    withElem(static_cast<loomDataType_t>(d), [&](auto elem) {
+      int perSm = 0;
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planSequenceKernel<decltype(elem)>, kPlanThreads, 0);
+      residentCapacity[device][d] = static_cast<uint32_t>(sms) * static_cast<uint32_t>(perSm);
+    });
+  return err;
+}
+
+// Resident blocks of `dtype`'s plan kernel on the current device, into *blocks.
+cudaError_t capacityOf(loomDataType_t dtype, uint32_t* blocks) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device < 0 || device >= kMostDevices || dtype < 0 || dtype >= loomNumTypes) return cudaErrorInvalidValue;
+  std::call_once(capacityFound[device], [&] { err = findCapacity(device); });
+  if (err != cudaSuccess) return err;
+  *blocks = residentCapacity[device][dtype];
+  return *blocks > 0 ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 }  // namespace
 
 int planKernelCapacity(int device, uint32_t* blocks) {
-  int sms = 0;
-  cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (device < 0 || device >= kMostDevices) return cudaErrorInvalidValue;
+  cudaError_t err = cudaSuccess;
+  std::call_once(capacityFound[device], [&] { err = findCapacity(device); });
   if (err != cudaSuccess) return err;
-  int fewest = 0;
-  bool first = true;
-  for (int d = 0; d < loomNumTypes && err == cudaSuccess; ++d)
-    withElem(static_cast<loomDataType_t>(d), [&](auto elem) {
-      int perSm = 0;
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planSequenceKernel<decltype(elem)>, kPlanThreads, 0);
-      if (err == cudaSuccess && (first || perSm < fewest)) fewest = perSm, first = false;
-    });
-  if (err != cudaSuccess) return err;
-  *blocks = static_cast<uint32_t>(sms) * static_cast<uint32_t>(fewest);
+  uint32_t fewest = residentCapacity[device][0];
+  for (int d = 1; d < loomNumTypes; ++d) fewest = std::min(fewest, residentCapacity[device][d]);
+  *blocks = fewest;
   return cudaSuccess;
 }
 
@@ -89,22 +122,15 @@ int loadPlanKernels() {
   return loadKernelPerDtype([](auto elem) { return planSequenceKernel<decltype(elem)>; });
 }
 
-int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loomDataType_t dtype, Stream stream) {
+int launchDevicePlanSequence(const DeviceLaunchArgs& args, uint32_t blocks, loomDataType_t dtype, Stream stream) {
   if (blocks == 0) return cudaSuccess;
-  if (!sequenceOnDevice) return cudaErrorInvalidValue;
-  int device = 0, sms = 0, perSm = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (!args.sequence) return cudaErrorInvalidValue;
+  uint32_t capacity = 0;
+  cudaError_t err = capacityOf(dtype, &capacity);
   if (err != cudaSuccess) return err;
+  if (blocks > capacity) return cudaErrorCooperativeLaunchTooLarge;
   bool known = withElem(dtype, [&](auto elem) {
-    using E = decltype(elem);
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planSequenceKernel<E>, kPlanThreads, 0);
-    if (err != cudaSuccess) return;
-    if (static_cast<uint64_t>(blocks) > static_cast<uint64_t>(perSm) * static_cast<uint64_t>(sms)) {
-      err = cudaErrorCooperativeLaunchTooLarge;
-      return;
-    }
-    planSequenceKernel<E><<<blocks, kPlanThreads, 0, stream>>>(sequenceOnDevice);
+    planSequenceKernel<decltype(elem)><<<blocks, kPlanThreads, 0, stream>>>(args);
     err = cudaGetLastError();
   });
   if (!known) return cudaErrorInvalidValue;

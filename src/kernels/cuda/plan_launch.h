@@ -10,14 +10,15 @@
 
 namespace loom::cuda {
 
-// Enqueues the plan sequence (DevicePlanSequence, then its plans) at `sequenceOnDevice`
-// (device-readable memory) on `stream` as `blocks` blocks (the sequence's `blocks`) and returns at
-// once; every lane then reports into its plan's lane statuses. `dtype` picks the kernel and must be
-// every encoded plan's (a lane reports WrongElementSize otherwise). Every block must run at the same
-// time, since lanes wait on each other through the peers and blocks meet between plans: a launch with
-// more blocks than the device can hold resident is refused (cudaErrorCooperativeLaunchTooLarge).
-// Returns a cudaError_t value (0: launched; kernel failures surface in the lane statuses).
-int launchDevicePlanSequence(const void* sequenceOnDevice, uint32_t blocks, loomDataType_t dtype, Stream stream);
+// Enqueues the plan sequence (DevicePlanSequence, then its plans) at `args.sequence` (device-readable
+// memory), each plan bound by its call in `args` (the kernel's parameter), on `stream` as `blocks`
+// blocks (the sequence's `blocks`) and returns at once; every lane then reports into its call's lane
+// statuses. `dtype` picks the kernel and must be every encoded plan's (a lane reports
+// WrongElementSize otherwise). Every block must run at the same time, since lanes wait on each other
+// through the peers and blocks meet between plans: a launch with more blocks than the device can hold
+// resident is refused (cudaErrorCooperativeLaunchTooLarge). Returns a cudaError_t value (0: launched;
+// kernel failures surface in the lane statuses).
+int launchDevicePlanSequence(const DeviceLaunchArgs& args, uint32_t blocks, loomDataType_t dtype, Stream stream);
 
 // How many plan-kernel blocks `device` holds resident at once (SMs x blocks per SM, for the kernel of
 // the most demanding dtype), into *blocks. Returns a cudaError_t value.
