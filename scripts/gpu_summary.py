@@ -8,6 +8,7 @@ all_reduce over 2 ranks >= 0.8 of the device-to-device copy limit; 8 B all_reduc
     python3 scripts/gpu_summary.py RESULTS_DIR
 """
 import json
+import os
 import pathlib
 import sys
 
@@ -53,8 +54,8 @@ def item_lines(items):
             continue
         lines.append(f"  {it['status']:<8}{it['name']:<30}{it['secs']:>5} s  {it['detail']}"[:200])
     for suite, f in folded.items():
-        lines[f["index"]] = f"  {'PASS':<8}{suite + ' (' + str(f['n']) + ' tests)':<30}{f['secs']:>5} s  " \
-                            f"{f['tests']} passed"
+        lines[f["index"]] = f"  {'PASS':<8}{suite + ' (' + str(f['n']) + ' groups)':<30}{f['secs']:>5} s  " \
+                            f"{f['tests']} tests passed"
     return lines
 
 
@@ -144,6 +145,8 @@ def main():
         lines.append(f"device: {probe[-1]['gpu']}")
     lines.append("items:")
     lines += item_lines(items)
+    if os.environ.get("LOOM_GPU_DRY_RUN") == "1":
+        lines.append("(a dry run: FakeCuda's figures are host threads', the goals say nothing here)")
     copy, limit = copy_lines(rows)
     lines += copy + perf_lines(rows, limit) + latency_lines(rows) + torch_lines(rows)
     passed = sum(it["status"] == "PASS" for it in items)

@@ -3,7 +3,7 @@
 set -euo pipefail
 
 packages=(g++ meson ninja-build pkg-config libhwloc-dev hwloc libfmt-dev nlohmann-json3-dev libcli11-dev
-          libgtest-dev libgmock-dev libpugixml-dev python3
+          libgtest-dev libgmock-dev libpugixml-dev python3 python3-pip
           libucx-dev mpich libmpich-dev iproute2 util-linux  # ucx provider, MPI example, multi-host test bed
           libibverbs-dev)  # ib provider's header (libibverbs itself is loaded at run time)
 
@@ -17,4 +17,17 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The SASS check (tests/gpu/check_sass.py) disassembles the CUDA kernels: NVIDIA's cuobjdump and
+# nvdisasm, from their wheels, when the CUDA toolkit here has nvcc but not them.
+if command -v nvcc >/dev/null && ! command -v cuobjdump >/dev/null && [ ! -x "$(dirname "$(command -v nvcc)")/cuobjdump" ]; then
+  if ! python3 -c 'import sysconfig, os, sys; d = os.path.join(sysconfig.get_paths()["purelib"], "nvidia", "cu13", "bin");
+sys.exit(0 if os.path.exists(os.path.join(d, "cuobjdump")) and os.path.exists(os.path.join(d, "nvdisasm")) else 1)'; then
+    pip_args=(--disable-pip-version-check -q)
+    [ "$(id -u)" -eq 0 ] && pip_args+=(--root-user-action=ignore)
+    python3 -m pip install --help 2>/dev/null | grep -q break-system-packages && pip_args+=(--break-system-packages)
+    python3 -m pip install "${pip_args[@]}" nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37 ||
+      echo "install-deps: cuobjdump/nvdisasm not installed: the SASS check will skip" >&2
+  fi
 fi

@@ -36,6 +36,37 @@ inline Range fairPart(uint64_t total, uint64_t parts, uint64_t i) {
 // Messages needed for `elems` elements when one message holds at most `chunk`.
 inline uint64_t pieceCount(uint64_t elems, uint64_t chunk) { return ceilDiv(elems, chunk); }
 
+// How the builders cut data into channels' parts, ranks' blocks and messages: as fairPart, but in whole
+// grains of 16 bytes (the GPU's vector width), the fewer than a grain left over with the last part.
+// Every part then starts 16-byte aligned relative to its range's start, so a plan kernel's copies and
+// reductions of every full piece take the 16-byte path (kernels/cuda/element_ops.cuh) instead of one
+// element at a time. Splitting at most P x chunk elements into P parts still gives parts of at most
+// `chunk` when chunk is a whole number of grains (else the grain is one element). Every rank computes
+// the same split.
+struct Split {
+  uint64_t grain = 1;
+  Range part(uint64_t total, uint64_t parts, uint64_t i) const {
+    if (grain == 1) return fairPart(total, parts, i);
+    const Range units = fairPart(total / grain, parts, i);
+    Range r{units.begin * grain, units.end * grain};
+    if (i + 1 == parts) r.end = total;  // the leftover of fewer than a grain
+    return r;
+  }
+  // The size of the largest of `parts` parts of `total`.
+  uint64_t largest(uint64_t total, uint64_t parts) const {
+    uint64_t most = 0;
+    for (uint64_t i : {uint64_t{0}, parts - 1}) most = std::max(most, part(total, parts, i).size());
+    return most;
+  }
+};
+inline constexpr uint64_t kVectorBytes = 16;
+inline Split splitFor(uint64_t elemSize, uint64_t chunkElems) {
+  const bool fits = elemSize > 0 && elemSize < kVectorBytes && kVectorBytes % elemSize == 0;
+  const uint64_t grain = fits ? kVectorBytes / elemSize : 1;
+  return Split{chunkElems % grain == 0 ? grain : 1};
+}
+inline Split splitFor(const PlanRequest& req) { return splitFor(req.elemSize, req.chunkElems); }
+
 inline int wrap(int64_t value, int n) { return static_cast<int>(((value % n) + n) % n); }
 
 // Checks everything a collective builder relies on: ranks, root, chunk, channels, rings, overflow.

@@ -11,7 +11,6 @@
 namespace loom {
 namespace {
 
-using detail::fairPart;
 using detail::pieceCount;
 using detail::Range;
 using detail::recvRef;
@@ -41,21 +40,22 @@ class LaneTable {
 
 // Calls fn(piece) for every message-sized piece of range.
 template <typename Fn>
-void forEachPiece(const Range& range, uint64_t chunkElems, Fn&& fn) {
-  const uint64_t pieces = pieceCount(range.size(), chunkElems);
-  for (uint64_t m = 0; m < pieces; ++m) fn(fairPart(range.size(), pieces, m).shifted(range.begin));
+void forEachPiece(const Range& range, const PlanRequest& req, Fn&& fn) {
+  const detail::Split split = detail::splitFor(req);
+  const uint64_t pieces = pieceCount(range.size(), req.chunkElems);
+  for (uint64_t m = 0; m < pieces; ++m) fn(split.part(range.size(), pieces, m).shifted(range.begin));
 }
 
 // Sends srcBase+part to peer in the (peer, send, channel) lane; recvParts is the matching receive.
 void sendParts(LaneTable& lanes, const PlanRequest& req, int peer, int channel, uint64_t srcBase, const Range& part) {
   Lane& lane = lanes.get(Role::SendTo, peer, channel);
-  forEachPiece(part, req.chunkElems,
+  forEachPiece(part, req,
                [&](Range p) { lane.steps.push_back(detail::sendStep(peer, sendRef(srcBase + p.begin), p.size())); });
 }
 
 void recvParts(LaneTable& lanes, const PlanRequest& req, int peer, int channel, uint64_t dstBase, const Range& part) {
   Lane& lane = lanes.get(Role::RecvFrom, peer, channel);
-  forEachPiece(part, req.chunkElems,
+  forEachPiece(part, req,
                [&](Range p) { lane.steps.push_back(detail::recvStep(peer, recvRef(dstBase + p.begin), p.size())); });
 }
 
@@ -69,7 +69,7 @@ void localCopy(LaneTable& lanes, uint64_t srcOffset, uint64_t dstOffset, uint64_
 void combineFromPeers(Lane& lane, const PlanRequest& req, int self, uint64_t srcBase, uint64_t dstBase,
                       const Range& part) {
   const int n = req.nranks;
-  forEachPiece(part, req.chunkElems, [&](Range p) {
+  forEachPiece(part, req, [&](Range p) {
     for (int i = 1; i < n; ++i) {
       const BufRef src = i == 1 ? sendRef(srcBase + p.begin) : recvRef(dstBase + p.begin);
       lane.steps.push_back(
@@ -86,11 +86,12 @@ void combineFromPeers(Lane& lane, const PlanRequest& req, int self, uint64_t src
 void directAllReduce(const PlanRequest& req, const Range& part, Lane* lane) {
   const int n = req.nranks;
   const int r = req.rank;
-  auto block = [&](int j) { return fairPart(part.size(), n, j).shifted(part.begin); };
-  const uint64_t pieces = pieceCount(block(0).size(), req.chunkElems);  // block 0 is a largest one
+  const detail::Split split = detail::splitFor(req);
+  auto block = [&](int j) { return split.part(part.size(), n, j).shifted(part.begin); };
+  const uint64_t pieces = pieceCount(split.largest(part.size(), n), req.chunkElems);
   auto piece = [&](int j, uint64_t m) {
     const Range b = block(j);
-    return fairPart(b.size(), pieces, m).shifted(b.begin);
+    return split.part(b.size(), pieces, m).shifted(b.begin);
   };
   for (uint64_t m = 0; m < pieces; ++m) {
     for (int i = 1; i < n; ++i) {
@@ -136,7 +137,7 @@ Status buildDirectPlan(const PlanRequest& req, Plan* plan) {
   LaneTable lanes(plan);
   for (int c = 0; c < req.nchannels; ++c) {
     // The channel's part of the data (of every rank's block for the per-rank collectives).
-    const Range part = fairPart(count, static_cast<uint64_t>(req.nchannels), c);
+    const Range part = detail::splitFor(req).part(count, static_cast<uint64_t>(req.nchannels), c);
     if (part.empty()) continue;
     switch (req.coll) {
       case Collective::AllReduce:

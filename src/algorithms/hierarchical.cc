@@ -15,7 +15,6 @@
 namespace loom {
 namespace {
 
-using detail::fairPart;
 using detail::pieceCount;
 using detail::Range;
 using detail::recvRef;
@@ -36,10 +35,11 @@ struct Blocks {
   Range part;
   int k = 1;
   uint64_t pieces = 0;
-  Range block(int b) const { return fairPart(part.size(), k, b).shifted(part.begin); }
+  detail::Split split;
+  Range block(int b) const { return split.part(part.size(), k, b).shifted(part.begin); }
   Range piece(int b, uint64_t m) const {
     const Range blk = block(b);
-    return fairPart(blk.size(), pieces, m).shifted(blk.begin);
+    return split.part(blk.size(), pieces, m).shifted(blk.begin);
   }
 };
 
@@ -68,14 +68,15 @@ void intraReduceScatter(const Shape& sh, const Blocks& blocks, Lane* lane) {
 // node's partial sums are read from `partial` (recv after a reduce-scatter, the input with one rank per
 // node); results go to recv. In place of partial == recv is safe as in ring.cc: a chunk is read for the
 // last time by the step that stores its result.
-void interAllReduce(const Shape& sh, const Range& own, uint32_t partial, uint64_t chunkElems, Lane* lane) {
+void interAllReduce(const Shape& sh, const Range& own, uint32_t partial, uint64_t chunkElems, const detail::Split& split,
+                    Lane* lane) {
   const int nn = sh.nodes;
   const uint64_t loops = pieceCount(pieceCount(own.size(), chunkElems), nn);
   const int next = sh.inter(sh.node + 1), prev = sh.inter(sh.node - 1);
   for (uint64_t l = 0; l < loops; ++l) {
-    const Range loop = fairPart(own.size(), loops, l).shifted(own.begin);
+    const Range loop = split.part(own.size(), loops, l).shifted(own.begin);
     for (int s = 0; s <= 2 * nn - 2; ++s) {
-      const Range c = fairPart(loop.size(), nn, detail::wrap(sh.node - s, nn)).shifted(loop.begin);
+      const Range c = split.part(loop.size(), nn, detail::wrap(sh.node - s, nn)).shifted(loop.begin);
       if (c.empty()) continue;
       const BufRef in = detail::ref(partial, c.begin);
       if (s == 0) {
@@ -134,16 +135,17 @@ Status buildHierarchicalPlan(const PlanRequest& req, Plan* plan) {
   sh.local = req.rank % sh.k;
   for (int c = 0; c < req.nchannels; ++c) {
     Blocks blocks;
-    blocks.part = fairPart(req.count, static_cast<uint64_t>(req.nchannels), c);
+    blocks.split = detail::splitFor(req);
+    blocks.part = blocks.split.part(req.count, static_cast<uint64_t>(req.nchannels), c);
     if (blocks.part.empty()) continue;
     blocks.k = sh.k;
-    blocks.pieces = pieceCount(blocks.block(0).size(), req.chunkElems);
+    blocks.pieces = pieceCount(blocks.split.largest(blocks.part.size(), sh.k), req.chunkElems);
     Lane lane;
     lane.channel = static_cast<uint32_t>(c);
     if (sh.k > 1) intraReduceScatter(sh, blocks, &lane);
     const Range own = blocks.block(sh.local);
     if (sh.nodes > 1 && !own.empty())
-      interAllReduce(sh, own, sh.k > 1 ? kRecvBuffer : kSendBuffer, req.chunkElems, &lane);
+      interAllReduce(sh, own, sh.k > 1 ? kRecvBuffer : kSendBuffer, req.chunkElems, blocks.split, &lane);
     if (sh.k > 1) intraAllGather(sh, blocks, &lane);
     plan->lanes.push_back(std::move(lane));
   }

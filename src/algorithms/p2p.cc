@@ -56,7 +56,7 @@ Status buildP2pPlan(int nranks, int rank, const std::vector<P2pOp>& ops, uint64_
     }
     const uint64_t pieces = detail::pieceCount(op.count, chunkElems);
     for (uint64_t m = 0; m < pieces; ++m) {
-      const detail::Range p = detail::fairPart(op.count, pieces, m);
+      const detail::Range p = detail::splitFor(1, chunkElems).part(op.count, pieces, m);  // bytes
       lane(op.peer, op.isSend)
           .steps.push_back(op.isSend ? detail::sendStep(op.peer, detail::ref(buffer, p.begin), p.size())
                                      : detail::recvStep(op.peer, detail::ref(buffer, p.begin), p.size()));

@@ -13,7 +13,6 @@
 namespace loom {
 namespace {
 
-using detail::fairPart;
 using detail::pieceCount;
 using detail::Range;
 using detail::recvRef;
@@ -21,19 +20,23 @@ using detail::RingOrder;
 using detail::sendRef;
 
 // The ring steps k = 0..2n-2 of an AllReduce loop of `size` elements whose chunk (pos - k) is not
-// empty, in order. With fewer elements than ranks only chunks 0..size-1 hold any; listing just their
-// steps keeps building plans for thousands of ranks linear in the data (the cost model does that).
-void nonEmptyRingSteps(int n, int pos, uint64_t size, std::vector<int>* steps) {
+// empty, in order. With fewer grains than ranks only chunks 0..grains-1 (and the last, which holds the
+// leftover of a grain) hold any (Split); listing just their steps keeps building plans for thousands of
+// ranks linear in the data (the cost model does that).
+void nonEmptyRingSteps(int n, int pos, uint64_t size, const detail::Split& split, std::vector<int>* steps) {
   steps->clear();
-  if (size >= static_cast<uint64_t>(n)) {
+  const uint64_t grains = size / split.grain;
+  if (grains >= static_cast<uint64_t>(n)) {
     for (int k = 0; k <= 2 * n - 2; ++k) steps->push_back(k);
     return;
   }
-  for (uint64_t j = 0; j < size; ++j) {
+  auto add = [&](uint64_t j) {
     const int k = detail::wrap(pos - static_cast<int64_t>(j), n);
     steps->push_back(k);
     if (k + n <= 2 * n - 2) steps->push_back(k + n);
-  }
+  };
+  for (uint64_t j = 0; j < grains; ++j) add(j);
+  if (size % split.grain != 0) add(static_cast<uint64_t>(n - 1));  // grains < n: not listed yet
   std::sort(steps->begin(), steps->end());
 }
 
@@ -44,14 +47,15 @@ void nonEmptyRingSteps(int n, int pos, uint64_t size, std::vector<int>* steps) {
 // step 2n-2 stores. In place (send == recv) is safe: a chunk's input is read last at the step that
 // overwrites it with the final value.
 void ringAllReduce(const PlanRequest& req, const Range& part, const RingOrder& ring, Lane* lane) {
+  const detail::Split split = detail::splitFor(req);
   const int n = req.nranks;
   const uint64_t loops = pieceCount(pieceCount(part.size(), req.chunkElems), n);
   std::vector<int> ringSteps;
   for (uint64_t l = 0; l < loops; ++l) {
-    const Range loop = fairPart(part.size(), loops, l).shifted(part.begin);
-    nonEmptyRingSteps(n, ring.pos, loop.size(), &ringSteps);
+    const Range loop = split.part(part.size(), loops, l).shifted(part.begin);
+    nonEmptyRingSteps(n, ring.pos, loop.size(), split, &ringSteps);
     for (int k : ringSteps) {
-      const Range c = fairPart(loop.size(), n, detail::wrap(ring.pos - k, n)).shifted(loop.begin);
+      const Range c = split.part(loop.size(), n, detail::wrap(ring.pos - k, n)).shifted(loop.begin);
       if (c.empty()) continue;
       Step step;
       if (k == 0) {
@@ -73,11 +77,12 @@ void ringAllReduce(const PlanRequest& req, const Range& part, const RingOrder& r
 
 // Broadcast: a pipelined chain from the root along the ring; the last rank only receives.
 void ringBroadcast(const PlanRequest& req, const Range& part, const RingOrder& ring, Lane* lane) {
+  const detail::Split split = detail::splitFor(req);
   const int n = req.nranks;
   const int rel = detail::wrap(ring.pos - ring.positionOf(req.root), n);
   const uint64_t pieces = pieceCount(part.size(), req.chunkElems);
   for (uint64_t m = 0; m < pieces; ++m) {
-    const Range p = fairPart(part.size(), pieces, m).shifted(part.begin);
+    const Range p = split.part(part.size(), pieces, m).shifted(part.begin);
     if (rel == 0) {
       lane->steps.push_back(detail::sendStep(ring.next(), sendRef(p.begin), p.size()));
     } else if (rel < n - 1) {
@@ -92,11 +97,12 @@ void ringBroadcast(const PlanRequest& req, const Range& part, const RingOrder& r
 
 // Reduce: a pipelined chain that starts after the root and ends at it; the root completes the value.
 void ringReduce(const PlanRequest& req, const Range& part, const RingOrder& ring, Lane* lane) {
+  const detail::Split split = detail::splitFor(req);
   const int n = req.nranks;
   const int rel = detail::wrap(ring.pos - ring.positionOf(req.root), n);
   const uint64_t pieces = pieceCount(part.size(), req.chunkElems);
   for (uint64_t m = 0; m < pieces; ++m) {
-    const Range p = fairPart(part.size(), pieces, m).shifted(part.begin);
+    const Range p = split.part(part.size(), pieces, m).shifted(part.begin);
     if (rel == 1) {
       lane->steps.push_back(detail::sendStep(ring.next(), sendRef(p.begin), p.size()));
     } else if (rel != 0) {
@@ -112,13 +118,14 @@ void ringReduce(const PlanRequest& req, const Range& part, const RingOrder& ring
 // AllGather: the channel moves the same part of every rank's block; at ring step k a rank handles the
 // block of the rank k positions before it.
 void ringAllGather(const PlanRequest& req, const Range& part, const RingOrder& ring, Lane* lane) {
+  const detail::Split split = detail::splitFor(req);
   const int n = req.nranks;
   const uint64_t count = req.count;
   lane->steps.push_back(detail::copyStep(sendRef(part.begin), recvRef(req.rank * count + part.begin), part.size(),
                                          false));
   const uint64_t pieces = pieceCount(part.size(), req.chunkElems);
   for (uint64_t m = 0; m < pieces; ++m) {
-    const Range p = fairPart(part.size(), pieces, m).shifted(part.begin);
+    const Range p = split.part(part.size(), pieces, m).shifted(part.begin);
     for (int k = 0; k <= n - 1; ++k) {
       const uint64_t block = static_cast<uint64_t>(ring.at(ring.pos - k)) * count;
       if (k == 0) {
@@ -136,11 +143,12 @@ void ringAllGather(const PlanRequest& req, const Range& part, const RingOrder& r
 // last step (k = n-1) completes its own block. In place (recv == send + rank*count) is safe: the own
 // block of the send buffer is read only by that last step, which writes the same elements.
 void ringReduceScatter(const PlanRequest& req, const Range& part, const RingOrder& ring, Lane* lane) {
+  const detail::Split split = detail::splitFor(req);
   const int n = req.nranks;
   const uint64_t count = req.count;
   const uint64_t pieces = pieceCount(part.size(), req.chunkElems);
   for (uint64_t m = 0; m < pieces; ++m) {
-    const Range p = fairPart(part.size(), pieces, m).shifted(part.begin);
+    const Range p = split.part(part.size(), pieces, m).shifted(part.begin);
     for (int k = 0; k <= n - 1; ++k) {
       const uint64_t block = static_cast<uint64_t>(ring.at(ring.pos - 1 - k)) * count;
       if (k == 0) {
@@ -159,6 +167,7 @@ void ringReduceScatter(const PlanRequest& req, const Range& part, const RingOrde
 }  // namespace
 
 Status buildRingPlan(const PlanRequest& req, Plan* plan) {
+  const detail::Split split = detail::splitFor(req);
   LOOM_TRY(detail::validateRequest(req));
   switch (req.coll) {
     case Collective::AlltoAll:
@@ -172,7 +181,7 @@ Status buildRingPlan(const PlanRequest& req, Plan* plan) {
   }
   detail::startPlan(req, "ring", plan);
   for (int c = 0; c < req.nchannels; ++c) {
-    const Range part = fairPart(req.count, static_cast<uint64_t>(req.nchannels), c);
+    const Range part = split.part(req.count, static_cast<uint64_t>(req.nchannels), c);
     if (part.empty()) continue;
     const RingOrder ring = detail::ringOrder(req, c);
     Lane lane;

@@ -17,7 +17,6 @@
 namespace loom {
 namespace {
 
-using detail::fairPart;
 using detail::pieceCount;
 using detail::Range;
 using detail::recvRef;
@@ -94,7 +93,7 @@ void treeChannel(const PlanRequest& req, int channel, const Range& part, Lane* l
   const int rootPos = req.coll == Collective::AllReduce ? -1 : order.positionOf(req.root);
   const TreeRole tree = treeRole(order, n, channel % 2, rootPos);
   const uint64_t pieces = pieceCount(part.size(), req.chunkElems);
-  auto piece = [&](uint64_t m) { return fairPart(part.size(), pieces, m).shifted(part.begin); };
+  auto piece = [&](uint64_t m) { return detail::splitFor(req).part(part.size(), pieces, m).shifted(part.begin); };
   switch (req.coll) {
     case Collective::AllReduce: {
       const uint64_t lag = kLagPerLevel * static_cast<uint64_t>(tree.depth);
@@ -131,7 +130,7 @@ Status buildTreePlan(const PlanRequest& req, Plan* plan) {
   detail::startPlan(req, "tree", plan);
   bool needsScratch = false;
   for (int c = 0; c < req.nchannels; ++c) {
-    const Range part = fairPart(req.count, static_cast<uint64_t>(req.nchannels), c);
+    const Range part = detail::splitFor(req).part(req.count, static_cast<uint64_t>(req.nchannels), c);
     if (part.empty()) continue;
     Lane lane;
     lane.channel = static_cast<uint32_t>(c);

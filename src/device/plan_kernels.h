@@ -11,9 +11,11 @@
 //   hosts without network lanes, LOOM_DEVICE_PLANS=0 anywhere), every rank stages
 //   device buffers through host memory (staging.h), or, with LOOM_DEVICE_PLANS=require on any rank,
 //   fails the operation with the reason. Setup also loads every kernel the launches may use (lazy
-//   loading could otherwise synchronize the context while a peer's kernel waits), warms the pinned
-//   pool with the blocks the first launches take, and makes the stream-ordered memory pool the
-//   launches' temporaries come from (stream_pool.h).
+//   loading could otherwise synchronize the context while a peer's kernel waits), allocates the ring
+//   of slots the launches' statuses live in (plan_slots.h), warms the pinned pool, and makes the
+//   stream-ordered memory pool the launches' workspace comes from (stream_pool.h). After warm-up a
+//   launch allocates nothing, synchronizes nothing and copies nothing to the GPU: its encoded plans
+//   are on the device by shape (plan_cache.h), its call is the kernel's parameter.
 // - An operation runs here when every buffer it uses on this rank is device memory on the
 //   communicator's GPU (PreMulSum: the input is scaled into a temporary on the stream first, and the
 //   plan is a sum). Ranks must agree on the memory kind of each call, as NCCL requires device memory
@@ -23,10 +25,10 @@
 //   operations' plans one after the other (kernels/cuda/plan_launch.h). Launches of one communicator
 //   are ordered after each other whatever streams they are on (the FIFOs are shared), and a group's
 //   launch after every stream its operations named (and those streams after it).
-// - CUDA graphs: a launch on a stream being captured is captured (its encoded plans, copied to the GPU
-//   at every replay, and its lanes' statuses stay in pinned memory for the communicator's lifetime;
-//   its device memory is allocated outside the capture and kept as long, so the graph has no memory
-//   nodes; a failure in any replay is reported like any other). The communicator must have set up its
+// - CUDA graphs: a launch on a stream being captured is captured (its encoded plans and temporaries
+//   in device memory allocated and filled outside the capture, its lanes' statuses in pinned memory,
+//   all kept for the communicator's lifetime, so the graph holds no memory nodes and no plan copy; a
+//   failure in any replay is reported like any other). The communicator must have set up its
 //   transport before (one operation on device buffers outside the capture), a captured launch follows
 //   the communicator's earlier launches of the same capture only, and the application orders replays
 //   with the communicator's other work and ends them before destroying it, as NCCL asks.
@@ -150,9 +152,9 @@ class PlanKernels {
   LaunchWorkspace workspace_;  // the eager launches' temporaries
   std::mutex mutex_;  // guards launches_ and captured_: loomCommGetAsyncError looks at them from any thread
   std::deque<std::shared_ptr<KernelLaunch>> launches_;  // shared: takeSlot waits on the oldest outside mutex_
-  // Launches captured into CUDA graphs: their encoded plans are copied to the GPU at every replay and
-  // their lanes report into the same statuses, so they are kept for the communicator's lifetime (the
-  // graphs must not be replayed after it).
+  // Launches captured into CUDA graphs: every replay reads their encoded plans and reports into the
+  // same statuses, so they are kept for the communicator's lifetime (the graphs must not be replayed
+  // after it).
   std::vector<std::shared_ptr<KernelLaunch>> captured_;
   // Their device memory (encoded plans, temporaries), allocated outside the captures: graph memory
   // nodes could make CUDA order one rank's graph after another's (stream_pool.h).

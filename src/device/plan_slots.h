@@ -1,12 +1,13 @@
-// Where launches' encoded plans live: a communicator's fixed ring of slots, each a pinned host block
-// (the encoding, and the lanes' statuses the kernel writes back) and a device block (what the kernel
-// reads), all allocated once at setup. A launch takes a free slot; when none is free, the launcher
-// waits for this rank's oldest launch (plan_kernels.h), which frees one. So the steady-state launch
-// path allocates nothing: cudaHostAlloc may synchronize the device, and cudaMalloc does, which between
-// a peer's launch and this rank's would deadlock ranks that share the GPU. The wait cannot deadlock:
-// the oldest launch needs only launches that peers have enqueued or will enqueue without waiting for
-// anything newer. An encoding larger than a slot takes pooled memory as before (pinned_pool.h,
-// stream_pool.h). Thread-safe. CUDA builds only.
+// Where a launch's per-call host data lives: a communicator's fixed ring of slots, each a pinned host
+// block (the lanes' statuses, which the kernel writes; a launch's call tables and an encoding on its
+// way to the device, when it has them) and a device block (the tables, copied there), all allocated
+// once at setup. A launch takes a free slot and keeps it until it ended; when none is free, the
+// launcher waits for this rank's oldest launch (plan_kernels.h), which frees one. So the steady-state
+// launch path allocates nothing: cudaHostAlloc may synchronize the device, and cudaMalloc does, which
+// between a peer's launch and this rank's would deadlock ranks that share the GPU (FakeCuda showed it
+// with a pinned block per launch). The wait cannot deadlock: the oldest launch needs only launches that
+// peers have enqueued or will enqueue without waiting for anything newer. What does not fit a slot
+// takes pooled memory (pinned_pool.h). Thread-safe. CUDA builds only.
 #pragma once
 
 #include <cstddef>
