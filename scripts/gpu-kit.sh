@@ -163,7 +163,7 @@ build_inside() {
      CPLUS_INCLUDE_PATH="$kit/root/usr/include" python3 setup.py -q build_ext --inplace) >"$kit/torch-build.log" 2>&1 ||
     { tail -30 "$kit/torch-build.log"; rm -rf "$copy"; return 1; }
   ldd "$copy"/bindings/python/loom/_C*.so | grep -E 'libloom|hwloc'
-  (cd "$copy/bindings/python" && python3 -c 'import loom._C, loom.torch; print("gpu-kit --check: the torch extension loads")') ||
+  (cd "$copy/bindings/python" && python3 -c 'import torch, loom._C, loom.torch; print("gpu-kit --check: the torch extension loads")') ||
     { rm -rf "$copy"; return 1; }
   rm -rf "$copy" "$out"  # what travels is the packed copy
 }
