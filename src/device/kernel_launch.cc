@@ -151,6 +151,7 @@ Status PlanKernels::launchRun(std::vector<KernelPlan>& plans, size_t first, size
     b.recvs = recvs[k];
     b.abort = const_cast<uint32_t*>(abortFlag_.device);
     b.timeoutNs = static_cast<uint64_t>(std::max<int64_t>(facts_.timeoutMs, 0)) * 1000000u;
+    b.lowLatencyBytes = lowLatencyBytes_;
     planBytes[k] = devicePlanBytes(*kp.plan, b);
     firstStatus[k] = lanes;
     lanes += kp.plan->lanes.size();

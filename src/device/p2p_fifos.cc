@@ -128,10 +128,12 @@ P2pFifos::~P2pFifos() {
   if (own_ && !keepBlock_) cudaFree(own_);
 }
 
-// One FIFO's region: tail and head on their own lines, the size words, the direct-mode posts, the slots.
+// One FIFO's region: tail and head on their own lines, the size words, the direct-mode posts, the slots,
+// the low-latency slots (zeroed with the rest: no flag is 0).
 size_t P2pFifos::regionBytes() const {
   return 2 * kLine + alignLine(options_.nslots * sizeof(uint64_t)) +
-         alignLine(options_.nslots * sizeof(cuda::DeviceDirectPost)) + options_.nslots * options_.slotBytes;
+         alignLine(options_.nslots * sizeof(cuda::DeviceDirectPost)) + options_.nslots * options_.slotBytes +
+         options_.nslots * cuda::kLowLatencySlotBytes;
 }
 
 size_t P2pFifos::regionOffset(int owner, int sender, uint32_t channel) const {
@@ -161,6 +163,7 @@ cuda::DeviceFifo P2pFifos::fifoIn(char* ownerBlock, int owner, int sender, uint3
   f.slots = region + postsAt + alignLine(options_.nslots * sizeof(cuda::DeviceDirectPost));
   f.slotBytes = options_.slotBytes;
   f.nslots = options_.nslots;
+  f.lowLatencySlots = f.slots + options_.nslots * options_.slotBytes;  // GPU memory: 8-byte stores land whole
   return f;
 }
 

@@ -1,5 +1,6 @@
 #include "device/plan_encoder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -88,6 +89,11 @@ class Encoder {
     out->recvPeer = s.recvPeer;
     if (use.sends) LOOM_TRY(fifo(laneIndex, s.sendPeer, lane.channel, bytes, true, &out->sendFifo));
     if (use.recvs) LOOM_TRY(fifo(laneIndex, s.recvPeer, lane.channel, bytes, false, &out->recvFifo));
+    // Small messages as low-latency words where the FIFO has their slots; both ends decide alike (the
+    // same FIFO, the same bytes, the same threshold on every rank).
+    const bool small = bytes <= std::min(b_.lowLatencyBytes, kLowLatencyBytes);
+    if (use.sends && small && b_.sends[out->sendFifo].lowLatencySlots) out->sendLowLatency = 1;
+    if (use.recvs && small && b_.recvs[out->recvFifo].lowLatencySlots) out->recvLowLatency = 1;
     if (!use.sends && s.sendPeer >= 0) return invalidArgument("{}: names a send peer it cannot use", where_);
     if (!use.recvs && s.recvPeer >= 0) return invalidArgument("{}: names a receive peer it cannot use", where_);
     const char* src = nullptr;
@@ -101,8 +107,8 @@ class Encoder {
     if (out->hasDst) out->dstBuffer = s.dst.buffer, out->dstOffset = s.dst.offset;
     // Steps that store the incoming elements unchanged may take them directly (DeviceDirectPost).
     const bool storesAsIs = s.kind == StepKind::Recv || s.kind == StepKind::RecvCopySend;
-    if (storesAsIs && out->hasDst && b_.recvs[out->recvFifo].posts && s.dst.buffer < b_.directBuffers.size() &&
-        b_.directBuffers[s.dst.buffer])
+    if (storesAsIs && out->hasDst && !out->recvLowLatency && b_.recvs[out->recvFifo].posts &&
+        s.dst.buffer < b_.directBuffers.size() && b_.directBuffers[s.dst.buffer])
       out->postsDst = 1;
     // Workers split an elementwise pass by position, so an element may be read by one worker after
     // another wrote it unless source and destination are the same elements or apart.

@@ -52,6 +52,9 @@ struct DevicePlanBindings {
   uint32_t* abort = nullptr;
   DeviceLaneStatus* laneStatus = nullptr;  // one per lane; zero it before each launch
   uint64_t timeoutNs = 0;
+  // Messages of at most this many bytes travel as low-latency words where their FIFO has the slots
+  // (kernels/cuda/device_plan_layout.h); 0: never. Every rank must encode with the same value.
+  uint64_t lowLatencyBytes = 0;
 };
 
 // Bytes the encoding of `plan` with these bindings takes.

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "device/channels.h"
 #include "device/comm_device.h"
+#include "device/low_latency.h"
 #include "device/memory_kind.h"
 #include "device/plan_encoder.h"
 #include "device/stream_capture.h"
@@ -127,6 +128,7 @@ Status PlanKernels::setUp(int gpu) {
   options.slotBytes = facts_.slotBytes;
   options.policy = p2pPolicyFromEnvironment();
   options.netLanes = static_cast<bool>(facts_.netLanes.start);
+  lowLatencyBytes_ = lowLatencyBytesSetting();
   {
     DeviceScope scope(gpu);
     LOOM_CUDA_TRY(scope.error());

@@ -131,6 +131,7 @@ class PlanKernels {
   PlanKernelSetup setup_ = PlanKernelSetup::NotYet;
   std::string refusal_;
   bool required_ = false;  // some rank has LOOM_DEVICE_PLANS=require
+  uint64_t lowLatencyBytes_ = 0;  // messages up to this size travel as low-latency words (low_latency.h)
   std::unique_ptr<P2pFifos> fifos_;  // also when unusable: what setup allocated stays until the communicator goes
   // Peers on other hosts: the FIFOs, then the proxy that moves them (destroyed first: it lets go of the
   // slots before they are freed). With a proxy, a launch uses at most the lanes' channels.

@@ -124,10 +124,11 @@ std::string firstFailure(const std::vector<loom::Status>& results) {
 }
 
 std::string describe(const Case& c) {
-  return fmt::format("{} {} n={} root={} count={} {} {}{} ch={} w={}{}", loom::collectiveName(c.coll),
+  return fmt::format("{} {} n={} root={} count={} {} {}{} ch={} w={}{}{}", loom::collectiveName(c.coll),
                      loom::algorithmName(c.algo), c.nranks, c.root, c.count, loomtest::dtypeName(c.dtype),
                      loomtest::opName(c.op), c.inPlace ? " in-place" : "", c.nchannels, c.workersPerLane,
-                     c.direct ? " direct" : "");
+                     c.direct ? " direct" : "",
+                     c.lowLatencyBytes ? fmt::format(" ll<={}", c.lowLatencyBytes) : std::string());
 }
 
 loom::PlanRequest requestFor(const Case& c, int rank) {
@@ -219,6 +220,7 @@ std::string runCase(const Case& c, const HostFifoMesh* mesh) {
   EmulationOptions options;
   options.workersPerLane = c.workersPerLane;
   options.abort = &abortWord;
+  options.lowLatencyBytes = c.lowLatencyBytes;
   for (int r = 0; r < c.nranks; ++r) options.startDelayMs.push_back(static_cast<uint32_t>(r) * c.staggerMs);
   const std::vector<loom::Status> results = runEmulated(runsOf(plans, emulated), *mesh, c.dtype, planOp(c), options);
   if (std::string failure = firstFailure(results); !failure.empty()) return describe(c) + ": " + failure;
@@ -259,6 +261,10 @@ std::vector<Case> matrixFor(Collective coll) {
               c.nchannels = count >= 1000 ? 2 : 1;
               c.seed = cases.size() + 1;
               c.direct = (loomtest::mix64(c.seed) & 1) != 0;  // not in step with any loop above
+              // A third with every message as low-latency words, a third with those up to 1 KiB (the
+              // protocols mixed on one FIFO), a third without.
+              const uint64_t ll[] = {0, 1024, loom::cuda::kLowLatencyBytes};
+              c.lowLatencyBytes = ll[(loomtest::mix64(c.seed) >> 8) % 3];
               if (applies(c)) cases.push_back(c);
             }
           }

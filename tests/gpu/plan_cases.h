@@ -35,6 +35,7 @@ struct Case {
   uint32_t workersPerLane = 1;
   uint64_t seed = 1;
   bool direct = false;  // the FIFOs have direct-mode posts (receivers may take messages in place)
+  uint64_t lowLatencyBytes = 0;  // messages up to this size travel as low-latency words
   uint32_t staggerMs = 0;  // rank r starts r * staggerMs late
 };
 

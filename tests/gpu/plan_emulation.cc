@@ -52,6 +52,9 @@ HostFifoMesh::HostFifoMesh(int nranks, uint32_t nchannels, uint32_t nslots, size
         }
         f->view.slotBytes = slotBytes;
         f->view.nslots = nslots;
+        // Low-latency slots, zeroed as the GPU's are at setup (used only where a run's threshold lets).
+        f->lowLatency.assign(nslots * loom::cuda::kLowLatencySlotBytes / sizeof(uint64_t), 0);
+        f->view.lowLatencySlots = reinterpret_cast<char*>(f->lowLatency.data());
         fifos_[(static_cast<size_t>(from) * nranks + to) * nchannels + c] = std::move(f);
       }
 }
@@ -102,6 +105,7 @@ struct BoundPlan {
     bindings.abort = options.abort;
     bindings.laneStatus = status.data();
     bindings.timeoutNs = options.timeoutNs;
+    bindings.lowLatencyBytes = options.lowLatencyBytes;
   }
   BoundPlan(const BoundPlan&) = delete;
   BoundPlan& operator=(const BoundPlan&) = delete;

@@ -60,6 +60,7 @@ class HostFifoMesh {
     std::unique_ptr<loom::cuda::DeviceFifoCounter> tail, head;
     std::vector<uint64_t> sizes;
     std::vector<loom::cuda::DeviceDirectPost> posts;
+    std::vector<uint64_t> lowLatency;
     loom::cuda::DeviceFifo view;
   };
   const Fifo* fifo(int from, int to, uint32_t channel) const;
@@ -79,6 +80,7 @@ struct EmulationOptions {
   uint64_t timeoutNs = 30'000'000'000ull;
   uint32_t* abort = nullptr;  // shared by every rank of the run (a communicator's abort word)
   std::vector<uint32_t> startDelayMs;  // by rank: how long its lanes sleep before they start (none: 0)
+  uint64_t lowLatencyBytes = 0;  // messages up to this size travel as low-latency words (0: none)
 };
 
 // Encodes every rank's plan over `mesh` and runs all of their lanes at once, each on its own

@@ -73,6 +73,7 @@ TEST(PlanInterpreter, SeveralWorkersPerLane) {
       c.workersPerLane = workers;
       c.seed = cases.size() + 11;
       c.direct = cases.size() % 2 == 0;
+      c.lowLatencyBytes = cases.size() % 3 == 1 ? loom::cuda::kLowLatencyBytes : 0;  // words polled by 2-3 workers
       cases.push_back(c);
     }
   }

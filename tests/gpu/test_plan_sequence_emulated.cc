@@ -181,11 +181,11 @@ std::string checkExpected(const Sequence& s, const std::vector<RankMemory>& memo
 
 // Runs the sequence in one launch per rank and checks it against the reference run of its operations
 // one by one, in order, on a copy of the same memory, and against the values they must produce; over
-// FIFOs with or without direct-mode posts.
-std::string runChainedSequence(const Sequence& s, bool direct) {
+// FIFOs with or without direct-mode posts, with messages up to lowLatencyBytes as low-latency words.
+std::string runChainedSequence(const Sequence& s, bool direct, uint64_t lowLatencyBytes) {
   const Case& first = s.ops[0].c;
-  const std::string what = fmt::format("{} count={} w={}{}", loomtest::dtypeName(first.dtype), first.count,
-                                       first.workersPerLane, direct ? " direct" : "");
+  const std::string what = fmt::format("{} count={} w={}{} ll<={}", loomtest::dtypeName(first.dtype), first.count,
+                                       first.workersPerLane, direct ? " direct" : "", lowLatencyBytes);
   const auto plans = sequencePlans(s, [&](size_t k, int) { return s.ops[k].c.count; });
   std::vector<RankMemory> emulated, reference;
   for (int r = 0; r < kSequenceRanks; ++r) {
@@ -197,6 +197,7 @@ std::string runChainedSequence(const Sequence& s, bool direct) {
   EmulationOptions options;
   options.workersPerLane = first.workersPerLane;
   options.abort = &abortWord;
+  options.lowLatencyBytes = lowLatencyBytes;
   const auto results = runSequenceEmulated(sequencedRuns(s, plans, emulated), mesh, first.dtype, options);
   for (size_t k = 0; k < s.ops.size(); ++k) {
     std::vector<loom::Status> op;
@@ -218,7 +219,8 @@ TEST(PlanSequence, LaterOperationsReadWhatEarlierOnesWrote) {
        {std::tuple{loomInt32, uint64_t{7}, 1u}, std::tuple{loomInt32, uint64_t{2501}, 1u},
         std::tuple{loomFloat32, uint64_t{10001}, 1u}, std::tuple{loomInt32, uint64_t{2501}, 2u},
         std::tuple{loomFloat32, uint64_t{1001}, 2u}})
-    for (bool direct : {false, true}) EXPECT_EQ(runChainedSequence(chainedSequence(dtype, count, workers), direct), "");
+    for (bool direct : {false, true})
+      EXPECT_EQ(runChainedSequence(chainedSequence(dtype, count, workers), direct, direct ? 1024 : 0), "");
 }
 
 // How a sequence's run is made to fail in operation `failing`.

@@ -38,6 +38,15 @@ inline constexpr uint64_t kDirectMessage = uint64_t{1} << 63;  // in a size word
 // for its message (the sender has nothing left to wait for once it took the post).
 inline constexpr uint64_t kPostTaken = uint64_t{1} << 63;
 
+// Low-latency messages (NCCL's LL protocol): a message of at most kLowLatencyBytes may travel as 8-byte
+// words, each 4 bytes of data and a 4-byte flag (the message's sequence number + 1) stored at once, so
+// that the receiver polls the words themselves: the sender publishes no counter behind a release fence
+// and the receiver waits for none before the data. Twice the bytes cross, so only small messages gain
+// (the device layer's threshold, device/channels.h). They have slots of their own, zeroed at setup and
+// never holding anything else, so that no data can pass for a flag.
+inline constexpr uint64_t kLowLatencyBytes = 4096;  // the most data one low-latency message carries
+inline constexpr uint64_t kLowLatencySlotBytes = 2 * kLowLatencyBytes;
+
 // One direction of one (peer, channel) connection, as both of its ends see it. Every pointer must be
 // valid where the interpreter runs (device: device or mapped host memory, peer memory over CUDA IPC).
 struct DeviceFifo {
@@ -48,6 +57,9 @@ struct DeviceFifo {
   uint64_t* head = nullptr;
   uint64_t* sizes = nullptr;  // nslots words: the bytes of the message in each slot (receiver's memory)
   DeviceDirectPost* posts = nullptr;  // nslots entries (receiver's memory), or null: no direct mode
+  // nslots x kLowLatencySlotBytes (receiver's memory) for low-latency messages, or null: none (a FIFO
+  // whose slots a proxy or a NIC writes, which may not land 8 bytes at once).
+  char* lowLatencySlots = nullptr;
   uint64_t slotBytes = 0;
   uint32_t nslots = 0;
   uint32_t reserved = 0;
@@ -90,13 +102,15 @@ struct DeviceStep {
   uint8_t finalize = 0;
   uint8_t hasDst = 0;  // the step writes dst (RecvReduceSend and RecvCopySend only when their dst is valid)
   uint8_t postsDst = 0;  // the receiver posts dst for the sender to write into directly (DeviceDirectPost)
+  uint8_t sendLowLatency = 0;  // the outgoing message travels as low-latency words (kLowLatencyBytes)
+  uint8_t recvLowLatency = 0;  // the incoming one does (the sender's step decided alike: same FIFO, bytes)
   int32_t sendPeer = -1;
   int32_t recvPeer = -1;
   int32_t sendFifo = -1;  // index into the send FIFO table (peer * nchannels + channel), or -1
   int32_t recvFifo = -1;  // index into the receive FIFO table, or -1
   uint32_t srcBuffer = kNoDeviceBuffer;
   uint32_t dstBuffer = kNoDeviceBuffer;
-  uint32_t reserved2 = 0;
+  uint16_t reserved2 = 0;
   uint64_t srcOffset = 0;  // elements
   uint64_t dstOffset = 0;  // elements
   uint64_t count = 0;      // elements

@@ -39,9 +39,14 @@ namespace loom::cuda {
 
 // What worker 0 hands to the other workers of its lane between two barriers.
 struct LaneShared {
-  char* sendSlot;          // where the outgoing message goes: a slot, or the receiver's posted destination
-  const char* recvSlot;    // the incoming message's slot (null when it was written into dst directly)
+  char* sendSlot;          // where the outgoing message goes: a slot, the receiver's posted destination, or lowLatencyOut
+  const char* recvSlot;    // the incoming message's slot, lowLatencyIn, or null when it was written into dst directly
   uint32_t outcome;        // DeviceLaneOutcome: Done means "go on"
+  uint64_t lowLatencyStop;  // DeviceLaneOutcome a worker polling low-latency words gave up with (0: none)
+  uint64_t sendSeq, recvSeq;  // the step's message numbers (worker 0's claim), for the low-latency words
+  // A low-latency message's data on this side of the words: unpacked after it arrived, or to be packed.
+  alignas(16) char lowLatencyIn[kLowLatencyBytes];
+  alignas(16) char lowLatencyOut[kLowLatencyBytes];
 };
 
 // The encoded plan, read in place, with what this call binds (its buffers, operator, lane statuses).
@@ -151,7 +156,12 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
       return o;
     }
   }
-  if (s.recvFifo >= 0) {
+  if (s.recvFifo >= 0 && s.recvLowLatency) {
+    // The words themselves say when they came: every worker polls its own (receiveLowLatency).
+    sh.recvSlot = sh.lowLatencyIn;
+    sh.recvSeq = claim.recvSeq;
+    p.storeRelaxed(&sh.lowLatencyStop, 0);
+  } else if (s.recvFifo >= 0) {
     const DeviceFifo& f = plan.recvFifo(s.recvFifo);
     DeviceLaneOutcome o = waitAtLeast(p, h, f.tail, claim.recvSeq + 1);
     if (o != DeviceLaneOutcome::Done && withdrawPost(p, plan, s, claim.recvSeq)) o = DeviceLaneOutcome::Done;  // it landed
@@ -169,7 +179,10 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
     // A direct message is in dst already (the sender wrote only where this step posted, checked above).
     sh.recvSlot = (word & kDirectMessage) ? nullptr : f.slots + (claim.recvSeq % f.nslots) * f.slotBytes;
   }
-  if (s.sendFifo >= 0) {
+  if (s.sendFifo >= 0 && s.sendLowLatency) {
+    sh.sendSlot = sh.lowLatencyOut;  // packed into words after the data is ready (sendLowLatency)
+    sh.sendSeq = claim.sendSeq;
+  } else if (s.sendFifo >= 0) {
     const DeviceFifo& f = plan.sendFifo(s.sendFifo);
     sh.sendSlot = f.slots + (claim.sendSeq % f.nslots) * f.slotBytes;
     if (f.posts) {  // the receiver may already wait with its destination posted (DeviceDirectPost)
@@ -186,12 +199,70 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
   return DeviceLaneOutcome::Done;
 }
 
+// The flag of low-latency words of message `seq` (never 0: the slots start zeroed).
+LOOM_HD uint32_t lowLatencyFlag(uint64_t seq) { return static_cast<uint32_t>(seq + 1) == 0 ? 1u : static_cast<uint32_t>(seq + 1); }
+
+// Every worker: polls its share of the incoming low-latency words until each carries the message's
+// flag, and unpacks their data into lowLatencyIn. Worker 0 also watches the abort word and the clock;
+// a worker that gives up says so in lowLatencyStop, which the others read while they wait. Returns
+// the lane's outcome (the same on every worker: read after a barrier).
+template <class P>
+LOOM_HD DeviceLaneOutcome receiveLowLatency(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t bytes,
+                                            uint64_t seq, LaneShared& sh) {
+  const DevicePlanHeader& h = plan.header();
+  const DeviceFifo& f = plan.recvFifo(s.recvFifo);
+  const uint64_t* words = reinterpret_cast<const uint64_t*>(f.lowLatencySlots + (seq % f.nslots) * kLowLatencySlotBytes);
+  const uint32_t flag = lowLatencyFlag(seq);
+  uint32_t* out = reinterpret_cast<uint32_t*>(sh.lowLatencyIn);
+  const uint64_t n = (bytes + 3) / 4;
+  const uint64_t start = p.nowNs();
+  for (uint64_t i = p.worker(); i < n; i += p.workers()) {
+    uint64_t w = p.loadRelaxed(words + i);
+    for (uint32_t round = 0; static_cast<uint32_t>(w >> 32) != flag; ++round) {
+      p.pause(round);
+      w = p.loadRelaxed(words + i);
+      if (round % kAbortCheckRounds != kAbortCheckRounds - 1) continue;
+      if (p.loadRelaxed(&sh.lowLatencyStop) != 0) break;
+      DeviceLaneOutcome stop = DeviceLaneOutcome::Done;
+      if (p.worker() == 0 && h.abort && p.loadFlag(h.abort) != 0) stop = DeviceLaneOutcome::Aborted;
+      if (h.timeoutNs != 0 && p.nowNs() - start > h.timeoutNs) stop = DeviceLaneOutcome::TimedOut;
+      if (stop != DeviceLaneOutcome::Done) {
+        p.storeRelaxed(&sh.lowLatencyStop, static_cast<uint64_t>(stop));
+        break;
+      }
+    }
+    if (static_cast<uint32_t>(w >> 32) != flag) break;  // gave up
+    out[i] = static_cast<uint32_t>(w);
+  }
+  p.barrier();
+  const uint64_t stop = p.loadRelaxed(&sh.lowLatencyStop);
+  p.barrier();  // every worker read it before worker 0 may reset it at the next step
+  return stop != 0 ? static_cast<DeviceLaneOutcome>(stop) : DeviceLaneOutcome::Done;
+}
+
+// Every worker: packs its share of lowLatencyOut's data into the outgoing slot's words, each stored at
+// once with the message's flag (nothing else announces them).
+template <class P>
+LOOM_HD void sendLowLatency(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t bytes, uint64_t seq,
+                            const LaneShared& sh) {
+  const DeviceFifo& f = plan.sendFifo(s.sendFifo);
+  uint64_t* words = reinterpret_cast<uint64_t*>(f.lowLatencySlots + (seq % f.nslots) * kLowLatencySlotBytes);
+  const uint64_t flag = static_cast<uint64_t>(lowLatencyFlag(seq)) << 32;
+  const uint32_t* in = reinterpret_cast<const uint32_t*>(sh.lowLatencyOut);
+  const uint64_t n = (bytes + 3) / 4;
+  for (uint64_t i = p.worker(); i < n; i += p.workers()) p.storeRelaxed(words + i, flag | in[i]);
+}
+
 // Worker 0, after every worker finished the step's data: hands the sent message to the peer, then
-// the received slot back to its sender (the executor's commitSend, then releaseRecv).
+// the received slot back to its sender (the executor's commitSend, then releaseRecv). A low-latency
+// message needs no release: its words announce themselves; its tail still counts it (the sender reads
+// its own tail for the next message's slot, the receiver a later message's).
 template <class P>
 LOOM_HD void publishStep(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t bytes,
                          const StepClaim& claim) {
-  if (s.sendFifo >= 0) {
+  if (s.sendFifo >= 0 && s.sendLowLatency) {
+    p.storeRelaxed(plan.sendFifo(s.sendFifo).tail, claim.sendSeq + 1);
+  } else if (s.sendFifo >= 0) {
     const DeviceFifo& f = plan.sendFifo(s.sendFifo);
     p.storeRelaxed(f.sizes + claim.sendSeq % f.nslots, claim.sendDirect ? bytes | kDirectMessage : bytes);
     p.storeRelease(f.tail, claim.sendSeq + 1);
@@ -268,8 +339,18 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
     p.barrier();
     outcome = static_cast<DeviceLaneOutcome>(sh.outcome);
     if (outcome != DeviceLaneOutcome::Done) break;  // uniform: every worker read the same outcome
+    // Read now: after the barrier that ends the step's data, worker 0 may already claim the next step.
+    const uint64_t sendSeq = sh.sendSeq;
+    if (s.recvLowLatency) {
+      outcome = receiveLowLatency(p, plan, s, bytes, sh.recvSeq, sh);
+      if (outcome != DeviceLaneOutcome::Done) {
+        claim.peer = s.recvPeer;  // worker 0's claim names whom it waited on
+        break;
+      }
+    }
     moveData<E>(p, plan, s, sh.sendSlot, sh.recvSlot);
     p.barrier();
+    if (s.sendLowLatency) sendLowLatency(p, plan, s, bytes, sendSeq, sh);
     if (p.worker() == 0) publishStep(p, plan, s, bytes, claim);
   }
   if (p.worker() != 0) return;
