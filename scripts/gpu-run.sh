@@ -8,8 +8,9 @@
 #                                           built against the machine's torch (for B) while time is left
 #   bash scripts/gpu-run.sh measure     (B) copy limit; loom-perf sweeps (1 rank, 2 rank threads, 2 rank
 #                                           processes) and 8 B latency; torch CUDA tensors over the loom
-#                                           backend, torch's NCCL at 1 rank as the reference row
-#   bash scripts/gpu-run.sh STEP...     single steps: probe smoke plans extension staged hosts copy perf torch
+#                                           backend, torch's NCCL at 1 rank as the reference row; while time
+#                                           is left, 2 threads' all_reduce over channels, slots, chunks
+#   bash scripts/gpu-run.sh STEP...     single steps: probe smoke plans extension staged hosts copy perf torch sweep
 #   bash scripts/gpu-run.sh --dry-run check measure
 #                                       the same steps, selections and summary against FakeCuda (no GPU;
 #                                       CI runs it), with the binaries of the ordinary build (LOOM_BUILD_DIR)
@@ -38,8 +39,8 @@ steps=()
 for arg in "$@"; do
   case "$arg" in
     check) steps+=(probe smoke plans extension) ;;
-    measure) steps+=(copy perf torch) ;;
-    probe|smoke|plans|extension|staged|hosts|copy|perf|torch) steps+=("$arg") ;;
+    measure) steps+=(copy perf torch sweep) ;;
+    probe|smoke|plans|extension|staged|hosts|copy|perf|torch|sweep) steps+=("$arg") ;;
     *) echo "gpu-run: unknown plan or step '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -147,6 +148,10 @@ for step in "${steps[@]}"; do
     torch)
       ensure_binaries || continue
       step_extension "$bin" && step_torch
+      ;;
+    sweep)
+      ensure_binaries || continue
+      step_sweep "$bin/${binary[perf]}"
       ;;
   esac
 done

@@ -80,6 +80,25 @@ step_extension() {
     bash -c 'cd bindings/python && python3 setup.py -q build_ext --inplace'
 }
 
+# What bounds 2 rank threads' bandwidth (docs/PERFORMANCE.md, "GPU"): all_reduce at 64 MiB and 1 GiB
+# over channel counts, FIFO slots and chunk sizes, one setting changed at a time from the defaults.
+step_sweep() {
+  local binary=$1 sizes=(-b 64M -e "$max_bytes" -f 16 -n "$iters" -w 3 -c 0)
+  [ "${LOOM_GPU_DRY_RUN:-0}" = 1 ] && sizes=(-b 64K -e 256K -f 4 -n "$iters" -w 1 -c 0)
+  local v
+  for v in 8 16 64; do
+    LOOM_DEVICE_PLANS=require LOOM_DEVICE_NCHANNELS=$v perf_item "sweep-channels-$v" "channels=$v" "$binary" all_reduce \
+      -t 2 "${sizes[@]}"
+  done
+  for v in 2 8 16; do
+    LOOM_DEVICE_PLANS=require LOOM_FIFO_SLOTS=$v perf_item "sweep-slots-$v" "slots=$v" "$binary" all_reduce -t 2 "${sizes[@]}"
+  done
+  for v in 512K 2M; do
+    LOOM_DEVICE_PLANS=require LOOM_CHUNK_BYTES=$(numfmt --from=iec "$v") perf_item "sweep-chunk-$v" "chunk=$v" "$binary" \
+      all_reduce -t 2 "${sizes[@]}"
+  done
+}
+
 # torch tensors of the device over the loom backend next to torch's own backend; the CUDA tests.
 step_torch() {
   local np peer

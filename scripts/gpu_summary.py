@@ -64,8 +64,9 @@ def nearest(rows, size):
 
 
 def perf_lines(rows, copy_limit):
-    # Sweeps (latency runs, with percentiles, are latency_lines').
-    perf = [r for r in rows if r["kind"] == "loom-perf" and not r.get("inplace") and "p50_us" not in r]
+    # Sweeps (latency runs, with percentiles, are latency_lines'; settings sweeps sweep_lines').
+    perf = [r for r in rows if r["kind"] == "loom-perf" and not r.get("inplace") and "p50_us" not in r
+            and "=" not in r.get("config", "")]
     if not perf:
         return []
     out = ["loom-perf, out of place (busbw GB/s; algbw for 1 rank, where busbw is 0):",
@@ -88,6 +89,19 @@ def perf_lines(rows, copy_limit):
         ratio = big["busbw_gbs"] / copy_limit
         out.append(f"  goal: all_reduce 2 ranks at {human(big['bytes'])}: busbw {big['busbw_gbs']:.1f} GB/s = "
                    f"{ratio:.2f} of the copy limit (goal >= {GOAL_COPY_RATIO}): {'MET' if ratio >= GOAL_COPY_RATIO else 'not met'}")
+    return out
+
+
+def sweep_lines(rows):
+    """The 2-thread all_reduce sweep's busbw at its sizes, one line per setting."""
+    sweep = [r for r in rows if r["kind"] == "loom-perf" and "=" in r.get("config", "") and not r.get("inplace")]
+    if not sweep:
+        return []
+    out = ["all_reduce 2 threads, busbw GB/s by setting (defaults: channels 32, slots 4, chunk 128K):"]
+    for config in sorted({r["config"] for r in sweep}):
+        cells = ", ".join(f"{human(r['bytes'])} {r['busbw_gbs']:.1f}" for r in sorted(
+            (r for r in sweep if r["config"] == config), key=lambda r: r["bytes"]))
+        out.append(f"  {config:<14} {cells}")
     return out
 
 
@@ -148,7 +162,7 @@ def main():
     if os.environ.get("LOOM_GPU_DRY_RUN") == "1":
         lines.append("(a dry run: FakeCuda's figures are host threads', the goals say nothing here)")
     copy, limit = copy_lines(rows)
-    lines += copy + perf_lines(rows, limit) + latency_lines(rows) + torch_lines(rows)
+    lines += copy + perf_lines(rows, limit) + latency_lines(rows) + torch_lines(rows) + sweep_lines(rows)
     passed = sum(it["status"] == "PASS" for it in items)
     failed = sum(it["status"] in ("FAIL", "TIMEOUT") for it in items)
     skipped = sum(it["status"] == "SKIP" for it in items)
