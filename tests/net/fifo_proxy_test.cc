@@ -149,7 +149,12 @@ void startBoth(const net::ProviderCase& pc, Rank (&ranks)[2],
   for (std::thread& t : threads) t.join();
 }
 
-class FifoProxy : public ::testing::TestWithParam<net::ProviderCase> {};
+// The case's environment is set before any thread starts and kept until the proxies are gone.
+class FifoProxy : public ::testing::TestWithParam<net::ProviderCase> {
+ protected:
+  void SetUp() override { environment_ = std::make_unique<net::CaseEnvironment>(GetParam()); }
+  std::unique_ptr<net::CaseEnvironment> environment_;
+};
 
 TEST_P(FifoProxy, MessagesCrossBothWaysInOrderOnEveryChannel) {
   Rank ranks[2];

@@ -45,7 +45,6 @@ std::vector<ProviderCase> providerCases() {
 #ifdef LOOM_HAVE_UCX
   cases.push_back({"ucx_tcp",
                    [](std::unique_ptr<Provider>* out) {
-                     setenv("UCX_TLS", "tcp", 1);
                      bool rdma = false;
                      return ucx::UcxProvider::create("lo", out, &rdma);
                    },
@@ -53,22 +52,23 @@ std::vector<ProviderCase> providerCases() {
                      ucx::UcxHandle uh;
                      std::memcpy(&uh, h.bytes.data(), sizeof uh);
                      return uh.outOfBand;
-                   }});
+                   },
+                   "lo",
+                   {{"UCX_TLS", "tcp"}}});
 #endif
 #ifdef LOOM_HAVE_IBVERBS
-  auto ibOver = [](std::optional<std::string> library) {
-    return [library](std::unique_ptr<Provider>* out) {
-      ScopedEnv lib("LOOM_IBVERBS_LIB", library);
-      return ib::IbProvider::create("lo", out);  // the side channel on loopback
-    };
+  auto ibProvider = [](std::unique_ptr<Provider>* out) {
+    return ib::IbProvider::create("lo", out);  // the side channel on loopback
   };
   auto ibListenAddress = [](const Handle& h) {
     ib::IbHandle ih;
     std::memcpy(&ih, h.bytes.data(), sizeof ih);
     return ih.sideChannel;
   };
-  if (!fakeVerbsPath().empty()) cases.push_back({"ib_fake_verbs", ibOver(fakeVerbsPath()), ibListenAddress, ""});
-  if (realVerbsRequested()) cases.push_back({"ib_verbs", ibOver(std::nullopt), ibListenAddress, ""});
+  if (!fakeVerbsPath().empty())
+    cases.push_back({"ib_fake_verbs", ibProvider, ibListenAddress, "", {{"LOOM_IBVERBS_LIB", fakeVerbsPath()}}});
+  if (realVerbsRequested())
+    cases.push_back({"ib_verbs", ibProvider, ibListenAddress, "", {{"LOOM_IBVERBS_LIB", std::nullopt}}});
 #endif
   for (int v : {8, 10, 12})
     cases.push_back({"plugin_v" + std::to_string(v),
@@ -80,6 +80,26 @@ std::vector<ProviderCase> providerCases() {
                      },
                      socketListenAddress});
   return cases;
+}
+
+CaseEnvironment::CaseEnvironment(const ProviderCase& pc) {
+  for (const auto& [name, value] : pc.environment) {
+    const char* old = std::getenv(name.c_str());
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    if (value)
+      setenv(name.c_str(), value->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+}
+
+CaseEnvironment::~CaseEnvironment() {
+  for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+    if (it->second)
+      setenv(it->first.c_str(), it->second->c_str(), 1);
+    else
+      unsetenv(it->first.c_str());
+  }
 }
 
 }  // namespace loom::net

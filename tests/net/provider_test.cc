@@ -33,6 +33,7 @@ struct Pair {
 class Conformance : public ::testing::TestWithParam<ProviderCase> {
  protected:
   void SetUp() override {
+    environment_ = std::make_unique<CaseEnvironment>(GetParam());
     Status st = GetParam().make(&provider_);
     ASSERT_TRUE(st.ok()) << st.message();
     st = chooseDevice(*provider_, GetParam().deviceSpec, &device_);
@@ -76,6 +77,7 @@ class Conformance : public ::testing::TestWithParam<ProviderCase> {
     return Status::Ok();
   }
 
+  std::unique_ptr<CaseEnvironment> environment_;  // declared first: it outlives the provider
   std::unique_ptr<Provider> provider_;
   int device_ = 0;
 };
