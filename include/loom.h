@@ -125,6 +125,35 @@ LOOM_API const char* loomGetErrorString(loomResult_t result);
  * and operation involved. Never NULL. */
 LOOM_API const char* loomGetLastError(loomComm_t comm);
 
+/* Settings (the LOOM_* environment variables), shaped after NCCL 2.30's ncclParam*. A key is the
+ * variable's name with or without the LOOM_ prefix, in any case ("LOOM_TIMEOUT_MS", "timeout_ms").
+ * Values are the environment's, else the documented default; a setting whose default is computed
+ * where it is used (LOOM_SPIN_US, LOOM_DEVICE_LL_BYTES) reads as "(computed)" while unset, and its
+ * integer getters then return loomInvalidUsage. An unknown key is loomInvalidArgument. */
+typedef struct loomParamHandle* loomParamHandle_t;
+LOOM_API loomResult_t loomParamBind(loomParamHandle_t* out, const char* key);
+/* Integer and flag settings as the type of `out` (loomInvalidArgument for a text setting or a value
+ * the type cannot hold). */
+LOOM_API loomResult_t loomParamGetI8(loomParamHandle_t h, int8_t* out);
+LOOM_API loomResult_t loomParamGetI16(loomParamHandle_t h, int16_t* out);
+LOOM_API loomResult_t loomParamGetI32(loomParamHandle_t h, int32_t* out);
+LOOM_API loomResult_t loomParamGetI64(loomParamHandle_t h, int64_t* out);
+LOOM_API loomResult_t loomParamGetU8(loomParamHandle_t h, uint8_t* out);
+LOOM_API loomResult_t loomParamGetU16(loomParamHandle_t h, uint16_t* out);
+LOOM_API loomResult_t loomParamGetU32(loomParamHandle_t h, uint32_t* out);
+LOOM_API loomResult_t loomParamGetU64(loomParamHandle_t h, uint64_t* out);
+/* Any setting as text, valid until this thread's next loomParamGetStr. */
+LOOM_API loomResult_t loomParamGetStr(loomParamHandle_t h, const char** out);
+/* As text, copied into out (at most maxLen bytes, NUL included); *len: the text's length + 1. */
+LOOM_API loomResult_t loomParamGet(loomParamHandle_t h, void* out, int maxLen, int* len);
+/* By key, as text, valid until this thread's next loomParamGetParameter. */
+LOOM_API loomResult_t loomParamGetParameter(const char* key, const char** value, int* valueLen);
+/* Every setting's name, valid until this thread's next call. */
+LOOM_API loomResult_t loomParamGetAllParameterKeys(const char*** table, int* tableLen);
+/* Every setting with its value and where it comes from, to the log (LOOM_DEBUG=INFO shows it) and,
+ * unlike NCCL, to stderr when logging is off. */
+LOOM_API void loomParamDumpAll(void);
+
 LOOM_API loomResult_t loomGetUniqueId(loomUniqueId* uniqueId);
 LOOM_API loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId, int rank);
 LOOM_API loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId commId,

@@ -64,10 +64,11 @@ static int runRank(int rank, loomUniqueId id, double computeMs, int iters, volat
   if (rank == 0) {
     const double cpuMsPerWait = (cpuSeconds() - cpuStart) * 1e3 / iters;
     qsort(lateUs, (size_t)iters, sizeof(double), byValue);
-    const char* spin = getenv("LOOM_SPIN_US");
+    const char* spin = "?";
+    loomParamGetParameter("LOOM_SPIN_US", &spin, NULL); /* "(computed)": the adaptive spin */
     printf("{\"compute_ms\": %g, \"iters\": %d, \"spin_us\": \"%s\", \"cpu_ms_per_wait\": %.3f, "
            "\"late_p50_us\": %.1f, \"late_p99_us\": %.1f}\n",
-           computeMs, iters, spin ? spin : "adaptive", cpuMsPerWait, lateUs[iters / 2],
+           computeMs, iters, spin, cpuMsPerWait, lateUs[iters / 2],
            lateUs[(int)ceil(iters * 0.99) - 1]);
   }
   free(lateUs);

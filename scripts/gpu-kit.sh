@@ -149,23 +149,22 @@ build_inside() {
   "$out/tests/unit/device/test_device_rules" --gtest_brief=1
   "$out/tests/gpu/gpu_host_only" --gtest_brief=1
   "$out/tools/perf/loom-perf" --help >/dev/null
-  # The torch extension against the kit's prebuilt library, as scripts/gpu-run.sh's torch step builds it
-  # there, in a copy of the tree (the checkout's own extension, built against build/, stays as it is).
+  # The Python package against the kit's prebuilt library, as scripts/gpu-run.sh's torch step makes it
+  # there (scripts/package-prebuilt.sh), in a build folder of its own.
   if ! python3 -c 'import torch' 2>/dev/null; then
     echo "gpu-kit --check: no torch here (scripts/install-python.sh installs it): the extension is not checked" >&2
     return 1
   fi
-  local copy
-  copy="$(mktemp -d)"
-  cp -r bindings include src "$copy/"
-  rm -rf "$copy/bindings/python/build" "$copy"/bindings/python/loom/_C*.so
-  (cd "$copy/bindings/python" && LOOM_BUILD_DIR="$out" MAX_JOBS="$(nproc)" \
-     CPLUS_INCLUDE_PATH="$kit/root/usr/include" python3 setup.py -q build_ext --inplace) >"$kit/torch-build.log" 2>&1 ||
-    { tail -30 "$kit/torch-build.log"; rm -rf "$copy"; return 1; }
-  ldd "$copy"/bindings/python/loom/_C*.so | grep -E 'libloom|hwloc'
-  (cd "$copy/bindings/python" && python3 -c 'import torch, loom._C, loom.torch; print("gpu-kit --check: the torch extension loads")') ||
-    { rm -rf "$copy"; return 1; }
-  rm -rf "$copy" "$out"  # what travels is the packed copy
+  local ext site
+  ext="$(mktemp -d)"
+  site="$(bash scripts/package-prebuilt.sh "$out" "$ext/build" 2>"$kit/torch-build.log" | tail -n 1)" ||
+    { tail -30 "$kit/torch-build.log"; rm -rf "$ext"; return 1; }
+  ldd "$site"/loom/_C*.so | grep -E 'libloom|hwloc'
+  (cd / && PYTHONPATH="$site" python3 -c 'import torch, loom._C, loom.torch, loom.capi
+assert loom.capi.lib._name.startswith("'"$site"'"), loom.capi.lib._name
+print("gpu-kit --check: the torch extension loads, with the prebuilt libloom beside it")') ||
+    { rm -rf "$ext"; return 1; }
+  rm -rf "$ext" "$out"  # what travels is the packed copy
 }
 
 kit_size_ok() {

@@ -72,12 +72,13 @@ step_perf() {
   done
 }
 
-# The torch binding built against this machine's torch, the kit's headers and libraries found through
-# CPLUS_INCLUDE_PATH and env.sh's LIBRARY_PATH (setup.py leaves an extension that is up to date as it is).
+# The Python package with the torch binding built against this machine's torch and the prebuilt library
+# (scripts/package-prebuilt.sh; the kit's packages found through env.sh's PKG_CONFIG_PATH; ninja
+# leaves an extension that is up to date as it is). torch_path: where step_torch imports it from.
 step_extension() {
-  local build=$1 kit="$root/.gpu-kit/root/usr"
-  item_run extension 30 300 env LOOM_BUILD_DIR="$build" MAX_JOBS="$(nproc)" CPLUS_INCLUDE_PATH="$kit/include${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}" \
-    bash -c 'cd bindings/python && python3 setup.py -q build_ext --inplace'
+  local build=$1
+  item_run extension 30 300 bash scripts/package-prebuilt.sh "$build" "$root/build-torch" &&
+    torch_path="$(tail -n 1 "$(item_out extension)")"
 }
 
 # What bounds 2 rank threads' bandwidth (docs/PERFORMANCE.md, "GPU"): all_reduce at 64 MiB and 1 GiB
@@ -106,7 +107,7 @@ step_torch() {
     # torch's NCCL refuses two ranks on one GPU: the 2-process row is Loom's alone.
     peer=$torch_peer
     [ "$np" = 2 ] && [ "$torch_peer" = nccl ] && peer=none
-    item_run "torch-allreduce-${np}proc" 20 120 env PYTHONPATH="$root/bindings/python" PYTHONUNBUFFERED=1 \
+    item_run "torch-allreduce-${np}proc" 20 120 env PYTHONPATH="$torch_path" PYTHONUNBUFFERED=1 \
       python3 perf/torch_allreduce.py --device "$torch_device" --peer "$peer" -np "$np" -b 8 -e "$max_bytes" -f 4 \
       --json "$items_work/torch-$np.json" || continue
     python3 - "$items_work/torch-$np.json" "$np" >>"$rows" <<'EOF'
@@ -116,7 +117,7 @@ for row in doc["rows"]:
     print(json.dumps({"kind": "torch", "nprocs": int(sys.argv[2]), "device": doc["device"], "peer": doc["peer"], **row}))
 EOF
   done
-  item_run torch-cuda-tests 30 240 env PYTHONPATH="$root/bindings/python" \
+  item_run torch-cuda-tests 30 240 env PYTHONPATH="$torch_path" \
     python3 -m pytest -q -p no:cacheprovider tests/python/test_cuda.py
   # A run on a GPU where torch sees CUDA must not pass by skipping.
   if [ "${LOOM_GPU_DRY_RUN:-0}" != 1 ] && grep -qE '[0-9]+ skipped' "$(item_out torch-cuda-tests)"; then

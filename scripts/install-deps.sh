@@ -2,7 +2,7 @@
 # Installs what building and testing Loom needs, skipping what is already there (Debian/Ubuntu).
 set -euo pipefail
 
-packages=(g++ meson ninja-build pkg-config libhwloc-dev hwloc libfmt-dev nlohmann-json3-dev libcli11-dev
+packages=(g++ meson ninja-build ccache pkg-config libhwloc-dev hwloc libfmt-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev libpugixml-dev python3 python3-pip
           libucx-dev mpich libmpich-dev iproute2 util-linux  # ucx provider, MPI example, multi-host test bed
           libibverbs-dev)  # ib provider's header (libibverbs itself is loaded at run time)

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Installs what the Python package and its tests need (torch from PyPI, numpy, pytest, expecttest for
-# torch's own distributed test suite; tqdm and matplotlib for the training example), builds libloom if
-# missing, then builds loom._C in place and makes `import loom` work for python3
-# (a .pth file pointing at bindings/python). Skips whatever is already there.
+# Installs the Python package `loom` the way a user does (pip install --no-build-isolation ., README:
+# Python), first installing what that and the Python tests need where it is missing: the build's system
+# packages (scripts/install-deps.sh), pip and Python's headers, meson-python, torch from PyPI, numpy,
+# pytest, expecttest (torch's own distributed test suite), tqdm and matplotlib (the training example).
+# The build folder is kept (build-python/), so a reinstall recompiles only what changed.
 #
 #   LOOM_PYTHON           interpreter to install for (default: python3)
 #   LOOM_TORCH_VERSION    torch to install when none is present (default: 2.15.0)
 #   LOOM_TORCH_INDEX_URL  another index for torch, e.g. one serving PyTorch's CPU-only wheels (~200 MB
 #                         instead of the default CUDA wheel and its ~2.3 GB of nvidia-* wheels)
-#   LOOM_BUILD_DIR        libloom build directory (default: ./build, made by scripts/build.sh)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 py="${LOOM_PYTHON:-python3}"
 torch_version="${LOOM_TORCH_VERSION:-2.15.0}"
-export LOOM_BUILD_DIR="${LOOM_BUILD_DIR:-$root/build}"
 
+bash scripts/install-deps.sh
 sudo_cmd=""
 [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
 apt_install() {
@@ -44,25 +44,15 @@ if ! has torch; then
   "$py" -m pip install "${pip_args[@]}" "${index[@]}" "torch==$torch_version"
 fi
 missing=()
-for m in numpy pytest setuptools tqdm matplotlib expecttest; do has "$m" || missing+=("$m"); done
+for m in numpy pytest tqdm matplotlib expecttest; do has "$m" || missing+=("$m"); done
 if ((${#missing[@]})); then "$py" -m pip install "${pip_args[@]}" "${missing[@]}"; fi
+# meson-python drives the build with the meson and ninja install-deps.sh installed (its own
+# dependencies on meson's and ninja's PyPI packages are left out for that reason).
+if ! has mesonpy; then "$py" -m pip install "${pip_args[@]}" --no-deps "meson-python>=0.15" "pyproject-metadata>=0.8"; fi
+has packaging || "$py" -m pip install "${pip_args[@]}" packaging
 
-[ -f "$LOOM_BUILD_DIR/libloom.so" ] || bash scripts/build.sh
+# A checkout installed before the package existed put itself on the path with a .pth file.
+rm -f "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/loom-collectives.pth"
 
-# loom._C, in place; ninja recompiles only what changed. Skipped when nothing it depends on is
-# newer than it and it links the same build directory. The planner's cost model is linked from the
-# library's static archive, so a rebuilt library relinks the extension (its sources are not recompiled).
-pkg=bindings/python
-so="$(ls "$pkg"/loom/_C*.so 2>/dev/null | head -n1 || true)"
-if [ -z "$so" ] || ! grep -qF "'$LOOM_BUILD_DIR/libloom.so'" "$pkg/loom/_build_info.py" 2>/dev/null ||
-   [ -n "$(find "$pkg/csrc" "$pkg/setup.py" include/loom.h "$LOOM_BUILD_DIR/libloom_internal.a" -newer "$so" 2>/dev/null | head -n1)" ]; then
-  (cd "$pkg" && MAX_JOBS="${MAX_JOBS:-$(nproc)}" "$py" setup.py -q build_ext --inplace)
-fi
-
-# `import loom` from this checkout: a .pth file in site-packages (or the user's, if not writable).
-pth_dir="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-[ -w "$pth_dir" ] || pth_dir="$("$py" -c 'import site; print(site.getusersitepackages())')"
-mkdir -p "$pth_dir"
-echo "$root/bindings/python" >"$pth_dir/loom-collectives.pth"
-
+"$py" -m pip install "${pip_args[@]}" --no-build-isolation --no-deps -Cbuild-dir="$root/build-python" "$root"
 (cd / && "$py" -c 'import loom.torch, loom.capi; print("loom.torch ready:", loom.torch.__file__)')

@@ -1,4 +1,5 @@
-// Environment parameters (LOOM_*). Read on every call: values are cheap to read and tests change them.
+// Environment variables of other software (HOME, XDG_CACHE_HOME, UCX_*). Loom's own (LOOM_*) are read
+// through base/settings.h only. Read on every call: values are cheap to read and tests change them.
 #pragma once
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string_view>
 
-#include "base/env.h"
+#include "base/settings.h"
 
 namespace loom {
 namespace {
@@ -36,11 +36,12 @@ unsigned subsysBit(std::string_view name) {
 
 LogSettings readSettings() {
   LogSettings s;
-  std::string level = envString("LOOM_DEBUG", "");
+  // As text, unchecked: a warning about a bad value would come back here for the log's settings.
+  std::string level = settingText(Setting::Debug);
   if (strcasecmp(level.c_str(), "WARN") == 0) s.level = LogLevel::Warn;
   if (strcasecmp(level.c_str(), "INFO") == 0) s.level = LogLevel::Info;
   if (strcasecmp(level.c_str(), "TRACE") == 0) s.level = LogLevel::Trace;
-  std::string subsys = envString("LOOM_DEBUG_SUBSYS", "");
+  std::string subsys = settingText(Setting::DebugSubsys);
   if (!subsys.empty()) {
     bool exclude = subsys[0] == '^';
     std::string_view list(subsys);
@@ -48,7 +49,13 @@ LogSettings readSettings() {
     unsigned mask = 0;
     while (!list.empty()) {
       size_t comma = list.find(',');
-      mask |= subsysBit(list.substr(0, comma));
+      const unsigned bit = subsysBit(list.substr(0, comma));
+      // Said straight to stderr: the log that would say it is being set up.
+      if (bit == 0)
+        std::fprintf(stderr, "LOOM WARN ignoring LOOM_DEBUG_SUBSYS=%s: no subsystem named %.*s (%s allows %s)\n",
+                     subsys.c_str(), static_cast<int>(list.substr(0, comma).size()), list.data(), "LOOM_DEBUG_SUBSYS",
+                     specOf(Setting::DebugSubsys).allowed);
+      mask |= bit;
       if (comma == std::string_view::npos) break;
       list.remove_prefix(comma + 1);
     }

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 
 namespace loom {
@@ -137,7 +137,7 @@ Status listInterfaces(const std::string& spec, std::vector<NetworkInterface>* ou
 }
 
 Status chooseLocalAddress(SocketAddress* out) {
-  std::string spec = envString("LOOM_SOCKET_IFNAME", "");
+  std::string spec = settingText(Setting::SocketIfname);
   std::vector<NetworkInterface> nics;
   LOOM_TRY(listInterfaces(spec, &nics));
   if (nics.empty())

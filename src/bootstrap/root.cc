@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 
 namespace loom {
@@ -30,7 +30,7 @@ void refuse(const Socket& s, const std::string& why) {
 }
 
 void serveRoot(Socket listener, UniqueIdData id) {
-  Deadline deadline = Deadline::afterMs(envInt("LOOM_BOOTSTRAP_TIMEOUT_MS", 600000));
+  Deadline deadline = Deadline::afterMs(settingInt(Setting::BootstrapTimeoutMs));
   std::map<int, Joined> joined;
   int nranks = -1;
   while (nranks < 0 || static_cast<int>(joined.size()) < nranks) {

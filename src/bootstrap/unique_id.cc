@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 #include "bootstrap/root.h"
 
@@ -39,7 +39,7 @@ uint64_t fnv1a(const std::string& text, uint64_t seed) {
 
 Status createUniqueId(UniqueIdData* out) {
   UniqueIdData data;
-  std::string commId = envString("LOOM_COMM_ID", "");
+  std::string commId = settingText(Setting::CommId);
   if (!commId.empty()) {
     LOOM_TRY(parseSocketAddress(commId, &data.root).withContext("LOOM_COMM_ID"));
     // Every rank derives the same id from the variable, so the secret can only be as private as it.

@@ -2,9 +2,8 @@
 
 #include <sched.h>
 
-
-#include "base/env.h"
 #include "base/log.h"
+#include "base/settings.h"
 #include "bootstrap/host_identity.h"
 #include "bootstrap/unique_id.h"
 #include "core/job_report.h"
@@ -19,26 +18,31 @@ namespace loom {
 
 Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   CommSettings s;
-  s.timeoutMs = envInt("LOOM_TIMEOUT_MS", 600000);
+  // A bad value of any of these is the init's error, naming it (base/settings.def says what each allows).
+  for (Setting checked : {Setting::TimeoutMs, Setting::ChunkBytes, Setting::NChannels, Setting::FifoSlots,
+                          Setting::Transport, Setting::Algo, Setting::RanksPerNode})
+    LOOM_TRY(checkSetting(checked));
+  for (Setting used : {Setting::TimeoutMs, Setting::ChunkBytes, Setting::NChannels, Setting::FifoSlots,
+                       Setting::Transport, Setting::Check, Setting::Algo, Setting::RanksPerNode, Setting::Verify,
+                       Setting::Net, Setting::SocketIfname, Setting::NetDirect})
+    s.origins.push_back(originOf(used));
+  s.timeoutMs = settingInt(Setting::TimeoutMs);
   // Two channels of 128 KiB slots: the shared memory of one channel of 256 KiB slots, and the tuner
   // uses the second channel for large operations only (MachineModel::minChannelBytes).
-  s.chunkBytes = static_cast<size_t>(envInt("LOOM_CHUNK_BYTES", 128 << 10));
-  s.nchannels = static_cast<int>(envInt("LOOM_NCHANNELS", 2));
-  s.nslots = static_cast<size_t>(envInt("LOOM_FIFO_SLOTS", 4));
-  s.forcedTransport = envString("LOOM_TRANSPORT", "");
-  s.checkSignatures = envInt("LOOM_CHECK", 0) != 0;
-  const std::string algo = envString("LOOM_ALGO", "");
-  if (!algo.empty()) {
+  s.chunkBytes = static_cast<size_t>(settingInt(Setting::ChunkBytes));
+  s.nchannels = static_cast<int>(settingInt(Setting::NChannels));
+  s.nslots = static_cast<size_t>(settingInt(Setting::FifoSlots));
+  s.forcedTransport = settingChoice(Setting::Transport);
+  s.checkSignatures = settingFlag(Setting::Check);
+  if (const std::string algo = settingChoice(Setting::Algo); !algo.empty()) {
     Algorithm forced;
-    if (!parseAlgorithmName(algo, &forced))
-      return invalidArgument("LOOM_ALGO={} is not one of ring, tree, direct, hier, oneshot", algo);
+    if (!parseAlgorithmName(algo, &forced)) return internalError("LOOM_ALGO={}: no such algorithm", algo);
     s.forcedAlgorithm = forced;
   }
-  if (!envString("LOOM_CHUNK_BYTES", "").empty()) s.forcedChunkBytes = s.chunkBytes;
-  if (!envString("LOOM_NCHANNELS", "").empty()) s.forcedChannels = s.nchannels;
-  s.ranksPerNode = static_cast<int>(envInt("LOOM_RANKS_PER_NODE", 0));
-  s.verifyPlans = static_cast<int>(envInt("LOOM_VERIFY", -1));
-  if (s.ranksPerNode < 0) return invalidArgument("LOOM_RANKS_PER_NODE={} is negative", s.ranksPerNode);
+  if (settingIsSet(Setting::ChunkBytes)) s.forcedChunkBytes = s.chunkBytes;
+  if (settingIsSet(Setting::NChannels)) s.forcedChannels = s.nchannels;
+  s.ranksPerNode = static_cast<int>(settingInt(Setting::RanksPerNode));
+  s.verifyPlans = static_cast<int>(settingInt(Setting::Verify));
   if (config) {
     if (config->magic != LOOM_CONFIG_MAGIC || config->size < offsetof(loomConfig_t, timeoutMs))
       return invalidArgument("config was not initialised with LOOM_CONFIG_INITIALIZER");
@@ -47,17 +51,11 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
     if (config->size >= offsetof(loomConfig_t, splitShare) && config->timeoutMs != LOOM_CONFIG_UNDEF_INT) {
       if (config->timeoutMs < 0) return invalidArgument("config timeoutMs {} is negative", config->timeoutMs);
       s.timeoutMs = config->timeoutMs;
+      s.origins[0] = SettingOrigin{Setting::TimeoutMs, std::to_string(config->timeoutMs), "loomConfig_t.timeoutMs"};
     }
   }
-  if (s.timeoutMs < 0) return invalidArgument("LOOM_TIMEOUT_MS must not be negative");
-  if (s.chunkBytes < 64 || s.chunkBytes > (64u << 20))
-    return invalidArgument("LOOM_CHUNK_BYTES={} is outside 64 B..64 MiB", s.chunkBytes);
   s.chunkBytes = (s.chunkBytes + 63) & ~size_t{63};
   if (s.forcedChunkBytes) s.forcedChunkBytes = s.chunkBytes;
-  if (s.nchannels < 1 || s.nchannels > 16) return invalidArgument("LOOM_NCHANNELS={} is outside 1..16", s.nchannels);
-  if (!s.forcedTransport.empty() && s.forcedTransport != "shm" && s.forcedTransport != "net" &&
-      s.forcedTransport != "socket")
-    return invalidArgument("LOOM_TRANSPORT={} is not one of shm, net (socket)", s.forcedTransport);
   *out = s;
   return Status::Ok();
 }
@@ -113,8 +111,8 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   options.slotBytes = comm->settings.chunkBytes;
   options.forced = comm->settings.forcedTransport;
   options.placeMemory = [binding = comm->numaBinding](void* p, size_t bytes) { binding.preferMemory(p, bytes); };
-  options.netProvider = envString("LOOM_NET", "");
-  options.netDevice = envString("LOOM_SOCKET_IFNAME", "");
+  options.netProvider = settingText(Setting::Net);
+  options.netDevice = settingText(Setting::SocketIfname);
   if (comm->job.hosts() > 1)
     options.netPreferred = {comm->job.nicNameOf[static_cast<size_t>(rank)], comm->job.nicBusIdOf[static_cast<size_t>(rank)],
                             comm->job.nicPathOf[static_cast<size_t>(rank)]};
@@ -123,7 +121,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   const bool mayUseNet = comm->job.hosts() > 1 || !options.forced.empty();
   if (comm->cudaDevice >= 0 && mayUseNet)
     options.cudaDmabuf = device::dmabufExportable(comm->cudaDevice, &options.cudaDmabufWhy);
-  options.netDirect = envInt("LOOM_NET_DIRECT", 1) != 0;
+  options.netDirect = settingFlag(Setting::NetDirect);
   options.timeoutMs = comm->settings.timeoutMs;
   LOOM_TRY(TransportSet::create(*comm->bootstrap, peers, options, &comm->transports)
                .withContext(comm->describe() + ": transport setup"));
@@ -134,10 +132,10 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   cpu_set_t cpus;
   int ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed = localRanks > ncpus;
-  comm->spinNs = envInt("LOOM_SPIN_US", comm->oversubscribed ? 5 : 2000) * 1000;
+  comm->spinNs = settingInt(Setting::SpinUs, comm->oversubscribed ? 5 : 2000) * 1000;
   // LOOM_SPIN_US set: the user's spin, kept whatever the waits do.
-  comm->waitHistory = std::make_unique<WaitHistory>(!envString("LOOM_SPIN_US", "").empty());
-  comm->mayMoveThreads = !comm->oversubscribed && envInt("LOOM_IGNORE_CPU_AFFINITY", 0) != 1;
+  comm->waitHistory = std::make_unique<WaitHistory>(settingIsSet(Setting::SpinUs));
+  comm->mayMoveThreads = !comm->oversubscribed && !settingFlag(Setting::IgnoreCpuAffinity);
   comm->callerSharing = std::make_unique<CoreSharing>(comm->transports.get(), comm->mayMoveThreads);
   reportJobTopology(comm);
   comm->tracer = Tracer::fromEnvironment(rank, comm->settings.name);
@@ -145,6 +143,8 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm, comm->opCount);
   LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks, {} rank(s) per node)", comm->describe(),
             options.nchannels, options.slotBytes >> 10, comm->tuner->machine().ranksInNode());
+  for (const SettingOrigin& o : comm->settings.origins)
+    if (o.source != "default") LOOM_INFO(Init, "{}: {}={} (from {})", comm->describe(), specOf(o.id).name, o.value, o.source);
   return Status::Ok();
 }
 

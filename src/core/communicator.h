@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/settings.h"
 #include "base/status.h"
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
@@ -50,6 +51,9 @@ struct CommSettings {
   int forcedChannels = 0;  // LOOM_NCHANNELS
   int ranksPerNode = 0;    // LOOM_RANKS_PER_NODE: emulate nodes of this many ranks; 0: by host
   int verifyPlans = -1;    // LOOM_VERIFY: 1 every plan, 0 none, -1 small ones (planner.cc)
+  // Every setting above with its value and source (the first is LOOM_TIMEOUT_MS), for the init log
+  // and the graph dump.
+  std::vector<SettingOrigin> origins;
 };
 
 Status readCommSettings(const loomConfig_t* config, CommSettings* out);

@@ -3,7 +3,7 @@
 #include <fstream>
 
 #include "algorithms/builders.h"
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 #include "base/rank_path.h"
 #include "core/communicator.h"
@@ -32,8 +32,9 @@ nlohmann::ordered_json modelJson(const Tuner& tuner) {
 }
 
 // Rank 0 writes `pattern`, or every rank when it holds %r.
-void writeFor(const loomComm* comm, const char* variable, const std::string& text) {
-  const std::string pattern = envString(variable, "");
+void writeFor(const loomComm* comm, Setting setting, const std::string& text) {
+  const std::string pattern = settingText(setting);
+  const char* variable = specOf(setting).name;
   if (pattern.empty()) return;
   bool perRank = false;
   const std::string path = pathForRank(pattern, comm->rank, &perRank);
@@ -100,6 +101,9 @@ nlohmann::ordered_json jobReport(const loomComm* comm) {
                     {"why_not", binding.reason()}};
   j["host_model"] = modelJson(*comm->tuner);
   j["device_model"] = modelJson(*comm->deviceTuner);
+  j["settings"] = nlohmann::ordered_json::array();
+  for (const SettingOrigin& o : comm->settings.origins)
+    j["settings"].push_back({{"name", specOf(o.id).name}, {"value", o.value}, {"source", o.source}});
   return j;
 }
 
@@ -123,13 +127,13 @@ void reportJobTopology(const loomComm* comm) {
               binding.active() ? "progress thread and FIFOs bound, CPUs " + binding.cpus() : "not bound: " + binding.reason(),
               usedNic(job, comm->rank).empty() ? "none" : usedNic(job, comm->rank), transports);
   }
-  if (!envString("LOOM_GRAPH_DUMP_FILE", "").empty())
-    writeFor(comm, "LOOM_GRAPH_DUMP_FILE", jobReport(comm).dump(2) + "\n");
-  if (!envString("LOOM_TOPO_DUMP_FILE", "").empty()) {
+  if (settingIsSet(Setting::GraphDumpFile))
+    writeFor(comm, Setting::GraphDumpFile, jobReport(comm).dump(2) + "\n");
+  if (settingIsSet(Setting::TopoDumpFile)) {
     std::string xml;
     const Status written = writeNcclXml(host, &xml);
     if (written.ok())
-      writeFor(comm, "LOOM_TOPO_DUMP_FILE", xml);
+      writeFor(comm, Setting::TopoDumpFile, xml);
     else
       LOOM_WARN(Graph, "{}: LOOM_TOPO_DUMP_FILE: {}", comm->describe(), written.message());
   }

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "algorithms/machine_model.h"
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 #include "core/communicator.h"
 #include "core/job_report.h"
@@ -20,7 +20,7 @@ namespace {
 
 // LOOM_TOPO_GPU=i,j,...: the GPU the host's i-th rank stands for.
 Status parseTopoGpu(std::vector<int>* out) {
-  const std::string text = envString("LOOM_TOPO_GPU", "");
+  const std::string text = settingText(Setting::TopoGpu);
   out->clear();
   if (text.empty()) return Status::Ok();
   std::stringstream in(text);
@@ -51,7 +51,7 @@ std::string affinityCpuList() {
 // an empty graph (no GPUs, no NICs): the ranks then still agree, ordered by rank.
 Status hostGraph(std::shared_ptr<const SystemGraph>* out) {
   Status loaded = hostTopology(out);
-  if (loaded.ok() || !envString("LOOM_TOPO_FILE", "").empty()) return loaded;
+  if (loaded.ok() || settingIsSet(Setting::TopoFile)) return loaded;
   LOOM_WARN(Topo, "this machine's topology could not be discovered ({}); ranks are ordered by rank", loaded.message());
   auto empty = std::make_shared<SystemGraph>();
   empty->source = "live";

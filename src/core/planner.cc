@@ -5,7 +5,6 @@
 #include "algorithms/builders.h"
 #include "algorithms/verifier.h"
 #include "base/datatype.h"
-#include "base/env.h"
 #include "base/log.h"
 #include "core/communicator.h"
 #include "device/device_layer.h"

@@ -5,14 +5,14 @@
 #include <cstdio>
 
 #include "base/clock.h"
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/rank_path.h"
 #include "base/log.h"
 
 namespace loom {
 
 std::unique_ptr<Tracer> Tracer::fromEnvironment(int rank, const std::string& commName) {
-  std::string pattern = envString("LOOM_TRACE_FILE", "");
+  std::string pattern = settingText(Setting::TraceFile);
   if (pattern.empty()) return nullptr;
   bool hasRank = false;
   std::string path = pathForRank(pattern, rank, &hasRank);
@@ -21,7 +21,7 @@ std::unique_ptr<Tracer> Tracer::fromEnvironment(int rank, const std::string& com
   t->path_ = path;
   t->rank_ = rank;
   t->commName_ = commName;
-  t->maxEvents_ = static_cast<size_t>(envInt("LOOM_TRACE_MAX_EVENTS", 1 << 20));
+  t->maxEvents_ = static_cast<size_t>(settingInt(Setting::TraceMaxEvents));
   t->originNs_ = nowNs();
   return t;
 }

@@ -43,6 +43,10 @@ struct MemoryInfo {
 // Whether this process can serve device memory: a CUDA build that found a driver and a GPU. Decided
 // once; LOOM_CUDA=0 answers false without touching CUDA.
 bool cudaUsable();
+// Devices visible to this process (0 when CUDA is unusable).
+int deviceCount();
+// Why CUDA is unusable ("" when it is usable), for messages.
+const std::string& unusableReason();
 
 // Where one operation's buffers are (the ranges it uses on this rank; an unused one counts as Host).
 struct Placement {

@@ -13,6 +13,11 @@ Status noCuda(const char* what) {
 }  // namespace
 
 bool cudaUsable() { return false; }
+int deviceCount() { return 0; }
+const std::string& unusableReason() {
+  static const std::string reason = "this Loom was built without CUDA";
+  return reason;
+}
 
 Placement placementOf(const void*, size_t, const void*, size_t) { return Placement{}; }
 

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "base/datatype.h"
-#include "base/env.h"
+#include "base/settings.h"
 #include "device/memory_kind.h"
 #include "device/plan_cache.h"
 #include "device/plan_encoder.h"
@@ -28,7 +28,7 @@ namespace {
 // not the launch's temporaries). Receivers decide alone: a sender writes only where one posted.
 std::vector<uint8_t> directBuffersOf(const P2pFifos& fifos, const std::vector<char*>& buffers) {
   std::vector<uint8_t> direct;
-  if (envString("LOOM_P2P_DIRECT", "1") == "0") return direct;
+  if (!settingFlag(Setting::P2pDirect)) return direct;
   direct.assign(buffers.size(), 1);
   if (!fifos.directPeersOnOtherGpus()) return direct;
   for (size_t i = 0; i < buffers.size(); ++i) direct[i] = buffers[i] && coveredByPeerAccess(buffers[i]) ? 1 : 0;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 #include "kernels/cuda/device_plan_layout.h"
 
@@ -16,10 +16,7 @@ uint64_t modelLowLatencyBytes(double laneBytesPerUs, double handshakeUs) {
 
 uint64_t lowLatencyBytesSetting() {
   const uint64_t model = modelLowLatencyBytes(kLaneBytesPerUs, kSimpleHandshakeUs);
-  const int64_t v = envInt("LOOM_DEVICE_LL_BYTES", static_cast<int64_t>(model));
-  if (v >= 0 && static_cast<uint64_t>(v) <= cuda::kLowLatencyBytes) return static_cast<uint64_t>(v);
-  LOOM_WARN(Init, "LOOM_DEVICE_LL_BYTES={} is outside 0..{}; using {}", v, cuda::kLowLatencyBytes, model);
-  return model;
+  return static_cast<uint64_t>(settingInt(Setting::DeviceLlBytes, static_cast<int64_t>(model)));
 }
 
 }  // namespace loom::device

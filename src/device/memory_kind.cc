@@ -6,7 +6,7 @@
 #include <mutex>
 #include <utility>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 #include "device/driver_entry.h"
 
@@ -22,7 +22,7 @@ struct CudaAvailability {
 const CudaAvailability& availability() {
   static const CudaAvailability state = [] {
     CudaAvailability s;
-    if (envString("LOOM_CUDA", "1") == "0") {
+    if (!settingFlag(Setting::Cuda)) {
       s.reason = "CUDA is disabled by LOOM_CUDA=0";
       return s;
     }

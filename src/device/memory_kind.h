@@ -14,11 +14,6 @@
 
 namespace loom::device {
 
-// Devices visible to this process (0 when CUDA is unusable).
-int deviceCount();
-// Why CUDA is unusable ("" when it is usable), for messages.
-const std::string& unusableReason();
-
 // What `p` points to. A failed query (a pointer CUDA does not know, or a CUDA error such as using
 // CUDA in a child forked after the parent initialized it) is host memory.
 MemoryInfo queryMemory(const void* p);

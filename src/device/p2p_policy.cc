@@ -6,13 +6,13 @@
 #include <cstring>
 #include <vector>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 
 namespace loom::device {
 
 P2pPolicy p2pPolicyFromEnvironment() {
-  const std::string v = envString("LOOM_DEVICE_PLANS", "auto");
+  const std::string v = settingChoice(Setting::DevicePlans);  // a bad value: a warning, and auto
   if (v == "0" || v == "off") return P2pPolicy::Off;
   if (v == "1" || v == "on") return P2pPolicy::Forced;
   if (v == "require" || v == "required") return P2pPolicy::Required;

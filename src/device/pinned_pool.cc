@@ -6,7 +6,7 @@
 #include <map>
 #include <mutex>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "device/memory_kind.h"
 
 namespace loom::device {
@@ -76,7 +76,7 @@ Status PinnedBlock::acquire(size_t bytes) {
 
 void PinnedBlock::release() {
   if (!data_) return;
-  const size_t limit = static_cast<size_t>(envInt("LOOM_PINNED_CACHE", int64_t{8} << 30));
+  const size_t limit = static_cast<size_t>(settingInt(Setting::PinnedCache));
   Pool& p = pool();
   bool keep = false;
   {

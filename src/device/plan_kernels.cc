@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 #include "device/channels.h"
 #include "device/comm_device.h"
@@ -26,22 +26,17 @@ namespace {
 // LOOM_DEVICE_NCHANNELS: the p2p transport's channels, the most a plan kernel splits an operation over
 // (channels.h picks per operation). Every rank must use the same value.
 uint32_t deviceChannelSetting() {
-  constexpr int64_t kDefault = 32, kMost = 64;
-  const int64_t v = envInt("LOOM_DEVICE_NCHANNELS", kDefault);
-  if (v >= 1 && v <= kMost) return static_cast<uint32_t>(v);
-  LOOM_WARN(Init, "LOOM_DEVICE_NCHANNELS={} is outside 1..{}; using {}", v, kMost, kDefault);
-  return kDefault;
+  return static_cast<uint32_t>(settingInt(Setting::DeviceNChannels));  // 1..64, else the default (32)
 }
 
 // LOOM_NET_LANE_CHANNELS: the channels a plan kernel uses in a job of several hosts, each with its own
 // network lane to every peer on another host (as NCCL runs few channels per NIC). Every rank must use
 // the same value.
 uint32_t netLaneChannelSetting(uint32_t most) {
-  constexpr int64_t kDefault = 4;
-  const int64_t v = envInt("LOOM_NET_LANE_CHANNELS", kDefault);
-  if (v >= 1 && v <= most) return static_cast<uint32_t>(v);
-  LOOM_WARN(Init, "LOOM_NET_LANE_CHANNELS={} is outside 1..{}; using {}", v, most, std::min<int64_t>(kDefault, most));
-  return static_cast<uint32_t>(std::min<int64_t>(kDefault, most));
+  const int64_t v = settingInt(Setting::NetLaneChannels);  // 1..64, else the default (4)
+  if (v <= most) return static_cast<uint32_t>(v);
+  LOOM_WARN(Init, "LOOM_NET_LANE_CHANNELS={} is more than the {} device channels; using {}", v, most, most);
+  return most;
 }
 
 const char* slotsName(NetLanes::Slots slots) {

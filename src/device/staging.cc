@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/datatype.h"
-#include "base/env.h"
+#include "base/settings.h"
 #include "device/comm_device.h"
 #include "device/event_handle.h"
 #include "device/memory_kind.h"
@@ -186,7 +186,7 @@ class StreamGate final : public OperationGate {
 
 // Whether this group may return before its device work is done (staging.h says when).
 bool streamOrdered(std::span<const StagedCall> calls, bool withHostOperations) {
-  if (withHostOperations || envInt("LOOM_DEVICE_ASYNC", 1) == 0) return false;
+  if (withHostOperations || !settingFlag(Setting::DeviceAsync)) return false;
   return std::all_of(calls.begin(), calls.end(), [&](const StagedCall& c) {
     return c.stream != nullptr && c.stream != cudaStreamLegacy && !c.peerInThisProcess && c.comm == calls[0].comm;
   });

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 #include "topology/host_cache.h"
 
@@ -104,7 +104,7 @@ Status processCalibration(Calibration* out) {
   static std::mutex mutex;
   static Calibration cached;
   static std::string cachedFor;  // the LOOM_CALIBRATION_FILE it came from ("" when measured)
-  const std::string file = envString("LOOM_CALIBRATION_FILE", "");
+  const std::string file = settingText(Setting::CalibrationFile);
   std::lock_guard<std::mutex> lock(mutex);
   if (cached.copyGbs > 0 && cachedFor == file) {
     *out = cached;

@@ -4,11 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <mutex>
 #include <fstream>
 #include <sstream>
 
 #include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 #include "topology/host_identity.h"
 #include "topology/nccl_xml.h"
@@ -46,7 +50,17 @@ std::optional<std::string> readAll(const std::string& path) {
 
 // Written beside and renamed into place, so that processes starting together never read half a file.
 void writeAll(const std::string& path, const std::string& text) {
-  if (path.empty() || !makeDirs(hostCacheDir())) return;
+  if (path.empty()) return;
+  if (!makeDirs(hostCacheDir())) {
+    const int error = errno;
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      LOOM_WARN(Topo, "cannot make the cache directory {} ({}): {}; this host's topology and calibration are not kept",
+                hostCacheDir(), settingIsSet(Setting::CacheDir) ? "LOOM_CACHE_DIR=" + settingText(Setting::CacheDir) : "the default",
+                std::strerror(error));
+    });
+    return;
+  }
   const std::string temporary = fmt::format("{}.{}.tmp", path, getpid());
   {
     std::ofstream out(temporary, std::ios::binary);
@@ -61,7 +75,7 @@ void writeAll(const std::string& path, const std::string& text) {
 }  // namespace
 
 std::string hostCacheDir() {
-  const std::string configured = envString("LOOM_CACHE_DIR", "");
+  const std::string configured = settingText(Setting::CacheDir);
   if (configured == "none" || configured == "0") return "";
   if (!configured.empty()) return configured;
   const std::string xdg = envString("XDG_CACHE_HOME", "");

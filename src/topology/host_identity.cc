@@ -6,7 +6,7 @@
 #include <fstream>
 #include <map>
 
-#include "base/env.h"
+#include "base/settings.h"
 
 namespace loom {
 namespace {
@@ -40,7 +40,7 @@ std::string HostIdentity::key() const {
 
 HostIdentity localHostIdentity() {
   HostIdentity id;
-  id.override = envString("LOOM_HOSTID", "");
+  id.override = settingText(Setting::HostId);
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) == 0) id.hostname = host;
   std::ifstream file("/proc/sys/kernel/random/boot_id");

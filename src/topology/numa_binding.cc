@@ -8,7 +8,7 @@
 #include <climits>
 #include <sstream>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 
 namespace loom {
@@ -48,7 +48,7 @@ std::string listOf(const cpu_set_t& set) {
 
 NumaBinding NumaBinding::forNode(const SystemGraph& host, int numaId) {
   NumaBinding b;
-  if (envInt("LOOM_IGNORE_CPU_AFFINITY", 0) == 1) {
+  if (settingFlag(Setting::IgnoreCpuAffinity)) {
     b.reason_ = "LOOM_IGNORE_CPU_AFFINITY=1";
     return b;
   }

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 #include "topology/discovery.h"
 #include "topology/host_cache.h"
@@ -87,7 +87,7 @@ Status loadTopologyFile(const std::string& path, SystemGraph* graph) {
 }
 
 Status loadSystemTopology(SystemGraph* graph) {
-  std::string path = envString("LOOM_TOPO_FILE", "");
+  std::string path = settingText(Setting::TopoFile);
   if (!path.empty()) return loadTopologyFile(path, graph).withContext("LOOM_TOPO_FILE");
   return discoverLocalTopology(graph);
 }
@@ -95,7 +95,7 @@ Status loadSystemTopology(SystemGraph* graph) {
 Status hostTopology(std::shared_ptr<const SystemGraph>* out) {
   static std::mutex mutex;
   static std::map<std::string, std::shared_ptr<const SystemGraph>> loaded;  // by LOOM_TOPO_FILE ("" live)
-  const std::string key = envString("LOOM_TOPO_FILE", "");
+  const std::string key = settingText(Setting::TopoFile);
   std::lock_guard<std::mutex> lock(mutex);
   auto it = loaded.find(key);
   if (it == loaded.end()) {

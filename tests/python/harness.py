@@ -14,8 +14,8 @@ import torch.multiprocessing as mp
 
 
 def package_env(**extra):
-    """The environment for a child Python: the loom package this test imported first on its path,
-    whatever a .pth file in site-packages points at."""
+    """The environment for a child Python: the loom package this test imported first on its path
+    (the installed one, or a PYTHONPATH's)."""
     import loom
 
     here = os.path.dirname(os.path.dirname(loom.__file__))

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "element_codec.h"
+#include "setting.h"
 
 namespace loomperf {
 
@@ -35,7 +36,7 @@ uint64_t countWrong(const Collective& collective, loomDataType_t type, const Val
       // NaN (the poison) fails both comparisons, so an element never written counts as wrong.
       const bool ok = got == want || std::fabs(got - want) <= pattern.tolerance(want);
       if (!ok) {
-        if (wrong == 0 && std::getenv("LOOM_PERF_VERBOSE_CHECK") != nullptr)
+        if (wrong == 0 && loomSetting("LOOM_PERF_VERBOSE_CHECK") == "1")
           std::fprintf(stderr, "loom-perf: rank %d: %s: element %zu is %g, expected %g\n", view.rank,
                        collective.name, j, got, want);
         ++wrong;

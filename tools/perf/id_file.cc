@@ -13,6 +13,8 @@
 #include <string_view>
 #include <thread>
 
+#include "setting.h"
+
 namespace loomperf {
 namespace {
 
@@ -59,7 +61,7 @@ std::optional<LauncherRank> detectLauncher() {
 }
 
 std::string idFilePath() {
-  if (const char* path = std::getenv("LOOM_PERF_ID_FILE"); path && *path) return path;
+  if (const std::string path = loomSetting("LOOM_PERF_ID_FILE"); !path.empty()) return path;
   std::string job;
   for (const char* name : {"PMI_JOBID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
                            "OMPI_MCA_orte_ess_jobid", "SLURM_JOB_ID"}) {

@@ -42,18 +42,19 @@ class LoomError(RuntimeError):
 
 
 def _library_path():
-    if os.environ.get("LOOM_LIBRARY"):
-        return os.environ["LOOM_LIBRARY"]
-    try:
-        from loom._build_info import LIBLOOM  # written by setup.py
-
-        if os.path.exists(LIBLOOM):
-            return LIBLOOM
-    except ImportError:
-        pass
+    """LOOM_LIBRARY when set, else the libloom installed with this package (the one loom._C loads), else
+    one the dynamic loader finds."""
+    chosen = os.environ.get("LOOM_LIBRARY")
+    if chosen:
+        if not os.path.exists(chosen):
+            raise ImportError(f"LOOM_LIBRARY={chosen}: no such file (unset it to use the libloom installed with loom)")
+        return chosen
+    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libloom.so")
+    if os.path.exists(beside):
+        return beside
     found = ctypes.util.find_library("loom")
     if not found:
-        raise ImportError("libloom not found: build Loom (scripts/build.sh), reinstall the package, or set LOOM_LIBRARY")
+        raise ImportError("libloom not found: install the package with pip (README: Python), or set LOOM_LIBRARY")
     return found
 
 

@@ -2,7 +2,7 @@
 
 #include <cctype>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "transport/net/provider.h"
 
 namespace loom::net {
@@ -45,7 +45,7 @@ Status parseGdrLevel(const std::string& given, GdrLevel* out) {
 }
 
 Status gdrLevelFromEnvironment(GdrLevel* out) {
-  const std::string text = envString("LOOM_NET_GDR_LEVEL", "");
+  const std::string text = settingIsSet(Setting::NetGdrLevel) ? settingText(Setting::NetGdrLevel) : "";
   if (text.empty()) {
     *out = GdrLevel{};
     return Status::Ok();

@@ -48,7 +48,10 @@ Status requireDevices(const std::unique_ptr<Provider>& provider) {
 
 }  // namespace
 
-Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* out) {
+Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* out, std::vector<std::string>* passedOver) {
+  auto passOver = [passedOver](const char* provider, const std::string& why) {
+    if (passedOver) passedOver->push_back(std::string(provider) + ": " + why);
+  };
   const std::string& name = request.name;
   if (!name.empty()) {
     Status st;
@@ -71,6 +74,7 @@ Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* o
   if (st.ok() && (st = requireDevices(*out)).ok()) return Status::Ok();
   if (st.code() != loomInvalidArgument)  // "no plugin configured or found" needs no warning
     LOOM_WARN(Net, "no external net plugin: {}; trying the next provider", st.message());
+  passOver("plugin", st.message());
 #ifdef LOOM_HAVE_IBVERBS
   std::unique_ptr<Provider> ib;
   st = makeIb(request, &ib);
@@ -82,6 +86,9 @@ Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* o
     LOOM_WARN(Net, "ib not used: {}", st.message());
   else
     LOOM_INFO(Net, "ib not used: {}", st.message());
+  passOver("ib", st.message());
+#else
+  passOver("ib", "this build has no ib provider (built without libibverbs headers)");
 #endif
   bool rdma = false;
   std::unique_ptr<Provider> ucx;
@@ -90,10 +97,9 @@ Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* o
     *out = std::move(ucx);
     return Status::Ok();
   }
-  if (!st.ok())
-    LOOM_INFO(Net, "ucx not used: {}", st.message());
-  else
-    LOOM_INFO(Net, "ucx reaches no RDMA transport here; the socket provider serves TCP");
+  const std::string ucxWhy = st.ok() ? "it reaches no RDMA transport here (TCP is the socket provider's)" : st.message();
+  LOOM_INFO(Net, "ucx not used: {}", ucxWhy);
+  passOver("ucx", ucxWhy);
   return makeSocket(out);
 }
 

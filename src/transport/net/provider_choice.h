@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "transport/net/provider.h"
@@ -26,6 +27,9 @@ struct ProviderRequest {
   std::string device;  // the device spec the transport will use (UCX pins UCX_NET_DEVICES from it)
 };
 
-Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* out);
+// `passedOver`, when given, receives why each provider tried before the chosen one was not taken
+// ("ib: no ACTIVE port"), in the order they were tried (loom-info shows them).
+Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* out,
+                    std::vector<std::string>* passedOver = nullptr);
 
 }  // namespace loom::net

@@ -1,15 +1,15 @@
 #include "transport/net/ib/ib_config.h"
 
-#include "base/env.h"
+#include "base/settings.h"
 
 namespace loom::net::ib {
 
 namespace {
 
-Status readInRange(const char* name, int64_t fallback, int64_t low, int64_t high, int* out) {
-  const int64_t v = envInt(name, fallback);
-  if (v < low || v > high) return invalidArgument("{}={} is out of range ({}..{})", name, v, low, high);
-  *out = static_cast<int>(v);
+// A setting whose range base/settings.def gives: a bad value is the provider's error, naming it.
+Status readInRange(Setting setting, int* out) {
+  LOOM_TRY(checkSetting(setting));
+  *out = static_cast<int>(settingInt(setting));
   return Status::Ok();
 }
 
@@ -17,18 +17,18 @@ Status readInRange(const char* name, int64_t fallback, int64_t low, int64_t high
 
 Status readIbConfig(IbConfig* out) {
   IbConfig c;
-  c.hcaSpec = envString("LOOM_IB_HCA", "");
+  c.hcaSpec = settingText(Setting::IbHca);
   LOOM_TRY(parseHcaFilter(c.hcaSpec, &c.hca));
-  LOOM_TRY(readInRange("LOOM_IB_GID_INDEX", -1, -1, 65535, &c.gidIndex));
-  LOOM_TRY(readInRange("LOOM_IB_QPS_PER_CONNECTION", 1, 1, kMaxQpsPerConnection, &c.qpsPerConnection));
-  LOOM_TRY(readInRange("LOOM_IB_TIMEOUT", 20, 0, 31, &c.timeout));
-  LOOM_TRY(readInRange("LOOM_IB_RETRY_CNT", 7, 0, 7, &c.retryCount));
-  LOOM_TRY(readInRange("LOOM_IB_TC", 0, 0, 255, &c.trafficClass));
-  LOOM_TRY(readInRange("LOOM_IB_SL", 0, 0, 15, &c.serviceLevel));
+  LOOM_TRY(readInRange(Setting::IbGidIndex, &c.gidIndex));
+  LOOM_TRY(readInRange(Setting::IbQpsPerConnection, &c.qpsPerConnection));  // at most kMaxQpsPerConnection
+  LOOM_TRY(readInRange(Setting::IbTimeout, &c.timeout));
+  LOOM_TRY(readInRange(Setting::IbRetryCnt, &c.retryCount));
+  LOOM_TRY(readInRange(Setting::IbTc, &c.trafficClass));
+  LOOM_TRY(readInRange(Setting::IbSl, &c.serviceLevel));
   int flag = 0;
-  LOOM_TRY(readInRange("LOOM_DMABUF_ENABLE", 1, 0, 1, &flag));
+  LOOM_TRY(readInRange(Setting::DmabufEnable, &flag));
   c.dmabufEnable = flag != 0;
-  LOOM_TRY(readInRange("LOOM_GDR_FLUSH_DISABLE", 0, 0, 1, &flag));
+  LOOM_TRY(readInRange(Setting::GdrFlushDisable, &flag));
   c.gdrFlushDisable = flag != 0;
   *out = std::move(c);
   return Status::Ok();

@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 
-#include "base/env.h"
+#include "base/settings.h"
 
 namespace loom::net::ib {
 
@@ -29,7 +29,7 @@ Status bind(void* library, const VerbsApi& api, const char* name, const char* ve
 
 Status loadVerbs(std::shared_ptr<const VerbsApi>* out) {
   auto api = std::make_shared<VerbsApi>();
-  api->path = envString("LOOM_IBVERBS_LIB", kDefaultLibrary);
+  api->path = settingText(Setting::IbverbsLib);
   // Never closed (see the header); RTLD_LOCAL keeps its names out of the way of anything else loaded.
   void* library = dlopen(api->path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library) {

@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 
 namespace loom::net::plugin {
@@ -88,8 +88,8 @@ Status openPlugin(const std::string& entry, LoadedPlugin** out) {
 
 std::vector<LoadedPlugin*> configuredPlugins(std::string* failures) {
   failures->clear();
-  std::string spec = envString("LOOM_NET_PLUGIN", "");
-  if (spec.empty()) spec = envString("NCCL_NET_PLUGIN", "");
+  std::string spec = settingText(Setting::NetPlugin);
+  if (const char* nccl = std::getenv("NCCL_NET_PLUGIN"); spec.empty() && nccl) spec = nccl;  // NCCL's own name
   const bool named = !spec.empty();
   if (!named) spec = "libnccl-net.so";
   std::vector<LoadedPlugin*> plugins;

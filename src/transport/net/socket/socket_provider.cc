@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "base/env.h"
+#include "base/settings.h"
 #include "base/log.h"
 #include "transport/net/handshake.h"
 #include "transport/net/socket/socket_comms.h"
@@ -51,10 +51,11 @@ Status readSocketConfig(SocketConfig* out) {
   SocketConfig c;
   // Measured on the 2-core test bed (docs/PERFORMANCE.md): with no core to spare, helper threads only
   // take turns with the ranks; hosts with cores (and NICs) to spare set more.
-  c.nthreads = static_cast<int>(envInt("LOOM_SOCKET_NTHREADS", 0));
-  c.nsocksPerThread = static_cast<int>(envInt("LOOM_NSOCKS_PERTHREAD", 1));
-  c.inlineBytes = static_cast<size_t>(envInt("LOOM_SOCKET_INLINE", kMinPieceBytes - 1));
-  c.bufferBytes = static_cast<int>(envInt("LOOM_SOCKET_BUFFER", 0));
+  for (Setting s : {Setting::SocketNThreads, Setting::NSocksPerThread, Setting::SocketBuffer}) LOOM_TRY(checkSetting(s));
+  c.nthreads = static_cast<int>(settingInt(Setting::SocketNThreads));
+  c.nsocksPerThread = static_cast<int>(settingInt(Setting::NSocksPerThread));
+  c.inlineBytes = static_cast<size_t>(settingInt(Setting::SocketInline));
+  c.bufferBytes = static_cast<int>(settingInt(Setting::SocketBuffer));
   if (c.nthreads < 0 || c.nthreads > kMaxThreads)
     return invalidArgument("LOOM_SOCKET_NTHREADS={} is outside 0..{}", c.nthreads, kMaxThreads);
   if (c.nsocksPerThread < 1 || c.streams() > kMaxStreams)

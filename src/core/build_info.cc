@@ -1,0 +1,30 @@
+#include "core/build_info.h"
+
+#include <sstream>
+
+#include "core/build_config.h"
+
+namespace loom {
+
+const BuildInfo& buildInfo() {
+  static const BuildInfo info = [] {
+    BuildInfo b;
+    b.version = LOOM_BUILD_VERSION;
+    b.buildType = LOOM_BUILD_TYPE;
+    b.compiler = LOOM_BUILD_COMPILER;
+#ifdef LOOM_HAVE_CUDA
+    b.cuda = true;
+#endif
+    b.cudaCompiler = LOOM_BUILD_CUDA_COMPILER;
+    std::istringstream code(LOOM_BUILD_CUDA_CODE);
+    for (std::string word; code >> word;) b.cudaCode.push_back(word);
+    b.netProviders.push_back("socket");
+    if (LOOM_BUILD_IBVERBS) b.netProviders.push_back("ib");
+    if (LOOM_BUILD_UCX) b.netProviders.push_back("ucx");
+    b.netProviders.push_back("plugin");
+    return b;
+  }();
+  return info;
+}
+
+}  // namespace loom

@@ -1,0 +1,53 @@
+"""The Python examples (examples/README.md) run as a user runs them, from a scratch directory, each
+checking its own result: DDP and FSDP2 over loom against one process, the planner on modelled published
+machines and on this one. train_gpt.py is run by test_parallel_example.py and the test_plan_train tests.
+The C examples are meson tests (tests/examples)."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from harness import package_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples")
+FIXTURES = os.environ.get("LOOM_FIXTURES", os.path.join(ROOT, "..", "shared", "fixtures", "topology"))
+
+
+def run(args, timeout=300):
+    proc = subprocess.run(args, cwd=tempfile.mkdtemp(prefix="loom-example-"), env=package_env(OMP_NUM_THREADS="1"),
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def torchrun(example, nproc, *args):
+    return run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+                os.path.join(EXAMPLES, example), *args])
+
+
+def test_ddp():
+    out = torchrun("ddp.py", 2, "--steps", "10")
+    assert "DDP over loom on 2 ranks" in out and "(OK)" in out, out
+
+
+def test_fsdp2():
+    out = torchrun("fsdp2.py", 2, "--steps", "6")
+    assert "FSDP2 over loom on 2 ranks" in out and "(OK)" in out, out
+
+
+def test_plan_modelled_machines():
+    if not os.path.exists(os.path.join(FIXTURES, "nccl-hgx-8xA100-nvswitch-4xcx6.xml")):
+        pytest.skip(f"no topology fixtures in {FIXTURES} (LOOM_FIXTURES)")
+    out = run([sys.executable, os.path.join(EXAMPLES, "plan_modelled_machines.py"), "--fixtures", FIXTURES,
+               "--machines", "a100x8", "--budgets", "16"])
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) >= 2 and "samples/s" in rows[0], out
+
+
+def test_plan_validation():
+    out = run([sys.executable, os.path.join(EXAMPLES, "plan_validation.py"), "--ranks", "2", "--steps", "3",
+               "--rounds", "1", "--per-layer", "1", "--no-calibrate"], timeout=600)
+    assert "Spearman" in out or "spearman" in out, out

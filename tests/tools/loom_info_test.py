@@ -1,0 +1,108 @@
+"""loom-info on this machine (text and --json), with LOOM_TOPO_FILE set to real machines' files (its
+rings are loom-topo's for the same file), --settings (every declared setting, with its source), and
+with a broken topology file (a clear error, exit status 1). It needs no GPU and no network, and
+answers in well under a second (the time is printed; the check allows for a loaded CI machine).
+
+    python3 loom_info_test.py LOOM_INFO LOOM_TOPO SETTINGS_DEF [FIXTURES]
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+info, topo, settings_def = sys.argv[1:4]
+fixtures = sys.argv[4] if len(sys.argv) > 4 else ""
+failures = []
+env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
+
+
+def run(binary, *args, extra=None, expect=0):
+    started = time.monotonic()
+    proc = subprocess.run([binary, *args], capture_output=True, text=True, timeout=60, env=dict(env, **(extra or {})))
+    took = time.monotonic() - started
+    if proc.returncode != expect:
+        failures.append(f"{binary} {' '.join(args)} {extra or ''}: exit {proc.returncode}, expected {expect}: "
+                        f"{proc.stderr[-2000:]}")
+    return proc, took
+
+
+# This machine, as text and as JSON.
+text, took = run(info)
+print(f"loom-info: {took * 1000:.0f} ms")
+if took > 5:
+    failures.append(f"loom-info took {took:.1f} s")
+for section in ("Loom ", "Topology (", "Rings for ", "Network provider between hosts:", "Calibration:", "Settings:"):
+    if section not in text.stdout:
+        failures.append(f"loom-info's text has no '{section}':\n{text.stdout}")
+doc, _ = run(info, "--json")
+try:
+    facts = json.loads(doc.stdout)
+except json.JSONDecodeError as e:
+    facts = {}
+    failures.append(f"loom-info --json is not JSON ({e}): {doc.stdout[:500]}")
+for key in ("loom", "cuda", "topology", "rings", "network", "calibration", "settings"):
+    if key not in facts:
+        failures.append(f"loom-info --json has no '{key}'")
+if facts:
+    if not facts["topology"]["numa"]:
+        failures.append("no NUMA node found")
+    if facts["network"].get("provider") not in ("socket", "ib", "ucx") and "error" not in facts["network"]:
+        failures.append(f"network provider: {facts['network']}")
+    if facts["rings"]["ranks"] != 2 or any(sorted(r) != [0, 1] for r in facts["rings"]["rings"]):
+        failures.append(f"rings for 2 ranks of this host: {facts['rings']}")
+    if not facts["calibration"].get("copy_gbs", 0) > 0:
+        failures.append(f"calibration: {facts['calibration']}")
+    if not os.path.exists("/dev/nvidia0") and facts["cuda"]["usable"]:
+        failures.append("CUDA usable without a GPU")
+
+# --settings: every declared setting, and where its value came from.
+declared = re.findall(r'^LOOM_SETTING\(\w+,\s*"(LOOM_\w+)"', open(settings_def).read(), re.M)
+listed, _ = run(info, "--settings", "--json", extra={"LOOM_NCHANNELS": "3"})
+rows = {row["name"]: row for row in json.loads(listed.stdout or "[]")}
+if sorted(rows) != sorted(declared):
+    failures.append(f"--settings lists {sorted(set(rows) ^ set(declared))} differently from settings.def")
+elif rows["LOOM_NCHANNELS"]["value"] != "3" or rows["LOOM_NCHANNELS"]["source"] != "environment" \
+        or rows["LOOM_TIMEOUT_MS"]["source"] != "default":
+    failures.append(f"--settings sources: {rows['LOOM_NCHANNELS']}, {rows['LOOM_TIMEOUT_MS']}")
+plain, _ = run(info, extra={"LOOM_NCHANNELS": "3"})
+if "LOOM_NCHANNELS=3" not in plain.stdout:
+    failures.append("loom-info does not show a setting taken from the environment")
+
+# Real machines' files: the rings for one rank per GPU are loom-topo's.
+checked = 0
+for name in ("nccl-hgx-8xA100-nvswitch-4xcx6.xml", "hwloc-dgx2-16xV100-nvswitch.xml", "hwloc-2xP100-pcie-switch-cx5.xml"):
+    path = os.path.join(fixtures, name)
+    if not fixtures or not os.path.exists(path):
+        continue
+    checked += 1
+    mine, took = run(info, "--json", "--no-network", extra={"LOOM_TOPO_FILE": path})
+    theirs, _ = run(topo, "--json", "--topo", path)
+    if mine.returncode or theirs.returncode:
+        continue
+    mine, theirs = json.loads(mine.stdout), json.loads(theirs.stdout)
+    if mine["rings"]["rings"] != theirs["rings"]:
+        failures.append(f"{name}: loom-info's rings {mine['rings']['rings']} are not loom-topo's {theirs['rings']}")
+    if len(mine["topology"]["gpus"]) != len(theirs["gpus"]) or len(mine["topology"]["nics"]) != len(theirs["nics"]):
+        failures.append(f"{name}: GPUs/NICs differ from loom-topo's")
+    print(f"{name}: {len(mine['rings']['rings'])} rings, as loom-topo's ({took * 1000:.0f} ms)")
+if not checked:
+    print(f"SKIP the fixture comparisons: no topology fixtures in '{fixtures}' (LOOM_FIXTURES)")
+
+# A broken topology file: a clear error naming it, exit status 1.
+with tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False) as broken:
+    broken.write("<topology><cpu numaid=")
+proc, _ = run(info, extra={"LOOM_TOPO_FILE": broken.name}, expect=1)
+if broken.name not in proc.stderr or not proc.stderr.startswith("loom-info: "):
+    failures.append(f"broken topology file: {proc.stderr!r}")
+proc, _ = run(info, extra={"LOOM_TOPO_FILE": "/nonexistent-loom-dir/topo.xml"}, expect=1)
+if "/nonexistent-loom-dir/topo.xml" not in proc.stderr:
+    failures.append(f"missing topology file: {proc.stderr!r}")
+os.unlink(broken.name)
+
+for f in failures:
+    print("FAIL:", f)
+print("loom-info:", "OK" if not failures else f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)

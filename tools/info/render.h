@@ -1,0 +1,13 @@
+// loom-info's text view of the facts (facts.h): one section per part, aligned "key: value" lines.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace loom::info_tool {
+
+std::string renderFacts(const nlohmann::ordered_json& facts);
+std::string renderSettings(const nlohmann::ordered_json& settings);
+
+}  // namespace loom::info_tool
