@@ -2,11 +2,11 @@
 # Sanitizer runs for CI, about 15 min on 2 cores with the builds:
 #   build-asan  AddressSanitizer + UndefinedBehaviorSanitizer (leak checks on) over the GoogleTest suites
 #               (gpu is not built without CUDA), less what ASAN_LEFT_OUT names below.
-#   build-tsan  ThreadSanitizer over the tests whose ranks or callers are threads of one process.
-#   build-tsan-cuda  ThreadSanitizer over the CUDA plan interpreter's host emulation (CUDA builds only:
-#               its lanes are threads handing slots, direct posts and counters to each other as GPU
-#               blocks will), and over the device layer on FakeCuda (tests/fakecuda: plan kernels and
-#               stream-ordered staging, 2 ranks; about 1 min).
+#   build-tsan  ThreadSanitizer over the tests whose ranks or callers are threads of one process and,
+#               where the CUDA toolkit is (the build then has CUDA), over the CUDA plan interpreter's
+#               host emulation (its lanes are threads handing slots, direct posts and counters to each
+#               other as GPU blocks will) and the device layer on FakeCuda (tests/fakecuda: plan
+#               kernels and stream-ordered staging, 2 ranks; about 1 min).
 # Both compile with -O1 -g1 (a third of the time of -O2 -g; line tables are enough for reports) and keep
 # assertions. Ends with "N passed, M failed, K skipped" over every run; a build that fails counts as one
 # failure. Logs: build-asan/meson-logs, build-tsan/meson-logs.
@@ -18,7 +18,10 @@ jobs="${LOOM_TEST_JOBS:-2}"
 
 # Left out of the ASan run: the exhaustive verifier sweep (Builders/Sweep: every builder x ranks 1..64,
 # 4 min under ASan); the other algorithms tests and every API test run the same builders.
-ASAN_LEFT_OUT='^$'
+# The rank-count matrices (api_*_threads: 1..8 ranks) run 1, 2, 3, 5 and 8 ranks under ASan: the
+# counts between run the same code (the main run has them all), and the three took 6 of ASan's 14 min.
+asan_matrices=(api_threads api_transports_threads api_socket_threads)
+ASAN_LEFT_OUT="^($(IFS='|'; echo "${asan_matrices[*]}"))\$"
 export GTEST_FILTER='-Builders/Sweep.*'
 # Under TSan every API matrix is 6-9 min; core_* and these cover the threads that share a process:
 # async progress threads, abort from another thread, groups over several comms, each transport.
@@ -61,36 +64,35 @@ SECONDS=0
 setup build-asan address,undefined
 mapfile -t asan_tests < <(meson test -C build-asan --no-rebuild --list --suite api --suite core --suite net \
   --suite algorithms --suite device --suite kernels --suite topology 2>/dev/null | sed 's|.* / ||' | grep -Ev "$ASAN_LEFT_OUT")
-if build build-asan "${asan_tests[@]}"; then
+if build build-asan "${asan_tests[@]}" "${asan_matrices[@]}"; then
   echo "asan build: ${SECONDS}s"
   run_tests build-asan "${asan_tests[@]}"
+  run_tests build-asan "${asan_matrices[@]}" --test-args=--gtest_filter='*/n1:*/n2:*/n3:*/n5:*/n8'
 fi
 echo "asan: ${SECONDS}s"
 
 SECONDS=0
-setup build-tsan thread
-if build build-tsan "${tsan_tests[@]}" "${tsan_matrices[@]}"; then
+# One ThreadSanitizer build, with CUDA where the toolkit is here (the host tests run in it as in any
+# CUDA build without a GPU): the library is compiled once for both sets of tests.
+setup build-tsan thread auto
+tsan_cuda_tests=()
+if meson test -C build-tsan --list 2>/dev/null | grep -q gpu_plan_interpreter_emulated; then
+  tsan_cuda_tests=(gpu_plan_interpreter_emulated fakecuda_collectives_plans fakecuda_collectives_processes)
+else
+  echo "SKIP TSan over the CUDA plan interpreter and FakeCuda: no CUDA toolkit found"
+  skipped=$((skipped + 1))
+fi
+if build build-tsan "${tsan_tests[@]}" "${tsan_matrices[@]}" "${tsan_cuda_tests[@]}"; then
   echo "tsan build: ${SECONDS}s"
   run_tests build-tsan "${tsan_tests[@]}"
   run_tests build-tsan "${tsan_matrices[@]}" --test-args=--gtest_filter='*/n3'
+  if ((${#tsan_cuda_tests[@]})); then
+    # The matrix of whole collectives (3.5 min under TSan) runs the same code as the cases kept.
+    run_tests build-tsan gpu_plan_interpreter_emulated --test-args='--gtest_filter=-Emulated/Collectives.*'
+    run_tests build-tsan fakecuda_collectives_plans fakecuda_collectives_processes --test-args='--gtest_filter=*/n2'
+  fi
 fi
 echo "tsan: ${SECONDS}s"
-
-SECONDS=0
-setup build-tsan-cuda thread auto
-if meson test -C build-tsan-cuda --list 2>/dev/null | grep -q gpu_plan_interpreter_emulated; then
-  fake_tests=(fakecuda_collectives_plans fakecuda_collectives_processes)
-  if build build-tsan-cuda gpu_plan_interpreter_emulated "${fake_tests[@]}"; then
-    echo "tsan-cuda build: ${SECONDS}s"
-    # The matrix of whole collectives (3.5 min under TSan) runs the same code as the cases kept.
-    run_tests build-tsan-cuda gpu_plan_interpreter_emulated --test-args='--gtest_filter=-Emulated/Collectives.*'
-    run_tests build-tsan-cuda "${fake_tests[@]}" --test-args='--gtest_filter=*/n2'
-  fi
-else
-  echo "SKIP build-tsan-cuda: no CUDA toolkit found"
-  skipped=$((skipped + 1))
-fi
-echo "tsan-cuda: ${SECONDS}s"
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
