@@ -120,6 +120,11 @@ LOOM_API loomResult_t loomGetVersion(int* version);
 #define LOOM_MEMORY_HOST 1
 #define LOOM_MEMORY_CUDA 2
 LOOM_API loomResult_t loomGetMemoryKinds(int* kinds);
+/* Device memory on the current CUDA device (NCCL's ncclMemAlloc/ncclMemFree): loomInvalidUsage, saying
+ * why, where this library serves no device memory (a build without CUDA, or no driver or GPU).
+ * loomMemFree(NULL) does nothing. */
+LOOM_API loomResult_t loomMemAlloc(void** ptr, size_t size);
+LOOM_API loomResult_t loomMemFree(void* ptr);
 LOOM_API const char* loomGetErrorString(loomResult_t result);
 /* The last error seen by this communicator (or by this thread when comm is NULL), with the peer
  * and operation involved. Never NULL. */

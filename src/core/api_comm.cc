@@ -56,6 +56,22 @@ LOOM_API loomResult_t loomGetMemoryKinds(int* kinds) {
   });
 }
 
+LOOM_API loomResult_t loomMemAlloc(void** ptr, size_t size) {
+  return apiCall(nullptr, [&]() -> Status {
+    if (!ptr) return invalidArgument("loomMemAlloc: ptr is NULL");
+    *ptr = nullptr;
+    if (size == 0) return invalidArgument("loomMemAlloc: size is 0");
+    return device::allocateDeviceMemory(size, ptr).withContext(fmt::format("loomMemAlloc of {} bytes", size));
+  });
+}
+
+LOOM_API loomResult_t loomMemFree(void* ptr) {
+  return apiCall(nullptr, [&]() -> Status {
+    if (!ptr) return Status::Ok();
+    return device::freeDeviceMemory(ptr).withContext("loomMemFree");
+  });
+}
+
 LOOM_API const char* loomGetErrorString(loomResult_t result) {
   switch (result) {
     case loomSuccess: return "no error";

@@ -47,6 +47,10 @@ bool cudaUsable();
 int deviceCount();
 // Why CUDA is unusable ("" when it is usable), for messages.
 const std::string& unusableReason();
+// Device memory a caller asks for (loomMemAlloc, the NCCL drop-in's ncclMemAlloc): on the current
+// device; an error naming the reason where CUDA is unusable.
+Status allocateDeviceMemory(size_t bytes, void** out);
+Status freeDeviceMemory(void* p);
 
 // Where one operation's buffers are (the ranges it uses on this rank; an unused one counts as Host).
 struct Placement {

@@ -19,6 +19,12 @@ const std::string& unusableReason() {
   return reason;
 }
 
+Status allocateDeviceMemory(size_t, void** out) {
+  *out = nullptr;
+  return noCuda("device memory");
+}
+Status freeDeviceMemory(void*) { return noCuda("device memory"); }
+
 Placement placementOf(const void*, size_t, const void*, size_t) { return Placement{}; }
 
 Status checkDeviceList(int, const int*) {

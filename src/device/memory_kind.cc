@@ -99,6 +99,19 @@ Placement placementOf(const void* send, size_t sendBytes, const void* recv, size
   return where;
 }
 
+Status allocateDeviceMemory(size_t bytes, void** out) {
+  *out = nullptr;
+  if (!cudaUsable()) return Status(loomInvalidUsage, fmt::format("no device memory here: {}", unusableReason()));
+  LOOM_CUDA_TRY(cudaMalloc(out, bytes));
+  return Status::Ok();
+}
+
+Status freeDeviceMemory(void* p) {
+  if (!cudaUsable()) return Status(loomInvalidUsage, fmt::format("no device memory here: {}", unusableReason()));
+  LOOM_CUDA_TRY(cudaFree(p));
+  return Status::Ok();
+}
+
 Status checkDeviceList(int ndev, const int* devlist) {
   if (!cudaUsable())
     return invalidArgument("loomCommInitAll: device lists need a GPU ({}); pass NULL for host ranks", unusableReason());

@@ -32,7 +32,9 @@ void expectSpanningBinaryTree(int n, int tree, int rootPos, const std::vector<Tr
     if (l.parent < 0) {
       ++roots;
       EXPECT_EQ(l.depth, 0);
-      if (rootPos >= 0) EXPECT_EQ(p, rootPos);
+      if (rootPos >= 0) {
+        EXPECT_EQ(p, rootPos);
+      }
       EXPECT_EQ(l.nchildren, n > 1 ? 1 : 0) << "the root has a single child";
     } else {
       ASSERT_LT(l.parent, n);

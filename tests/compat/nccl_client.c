@@ -1,0 +1,286 @@
+/* A program written for NCCL, compiled against NVIDIA's nccl.h and linked with -lnccl, run with Loom's
+ * libnccl.so.2: every collective, grouped send/recv, ncclCommSplit, a PreMulSum operator, a
+ * nonblocking init polled with ncclCommGetAsyncError, registration, the parameter calls (2.30
+ * headers) and bad arguments, on host memory, each result checked element by element. Built against
+ * each NVIDIA header found (an older header's smaller ncclConfig_t must work as well).
+ *
+ *   nccl_client threads|processes NRANKS
+ *
+ * Ranks are threads of this process or forked processes (the unique id made before the fork). Exit
+ * status 0 when every rank passed. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <nccl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define COUNT 1003 /* elements per rank: not a multiple of anything the library cuts by */
+
+struct rank_args {
+  int rank, nranks;
+  ncclUniqueId id;
+  int failed;
+};
+
+#define CHECK(call)                                                                                        \
+  do {                                                                                                     \
+    ncclResult_t r_ = (call);                                                                              \
+    if (r_ != ncclSuccess) {                                                                               \
+      fprintf(stderr, "rank %d: %s: %s (%s)\n", a->rank, #call, ncclGetErrorString(r_), ncclGetLastError(comm)); \
+      return 1;                                                                                            \
+    }                                                                                                      \
+  } while (0)
+
+#define EXPECT(cond, ...)                                  \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      fprintf(stderr, "rank %d: ", a->rank);               \
+      fprintf(stderr, __VA_ARGS__);                        \
+      fprintf(stderr, " (%s:%d)\n", __FILE__, __LINE__);   \
+      return 1;                                            \
+    }                                                      \
+  } while (0)
+
+static int value(int rank, int i) { return (rank + 1) * 1000 + i % 97; }
+
+static int collectives(struct rank_args* a, ncclComm_t comm) {
+  const int n = a->nranks, me = a->rank;
+  int* send = malloc(sizeof(int) * COUNT * n);
+  int* recv = malloc(sizeof(int) * COUNT * n);
+  if (!send || !recv) return 1;
+  for (int i = 0; i < COUNT * n; ++i) send[i] = value(me, i);
+
+  CHECK(ncclAllReduce(send, recv, COUNT, ncclInt32, ncclSum, comm, NULL));
+  for (int i = 0; i < COUNT; ++i) {
+    int want = 0;
+    for (int r = 0; r < n; ++r) want += value(r, i);
+    EXPECT(recv[i] == want, "allreduce[%d] = %d, expected %d", i, recv[i], want);
+  }
+
+  memcpy(recv, send, sizeof(int) * COUNT);
+  CHECK(ncclBcast(recv, COUNT, ncclInt32, n - 1, comm, NULL));
+  for (int i = 0; i < COUNT; ++i) EXPECT(recv[i] == value(n - 1, i), "bcast[%d] = %d", i, recv[i]);
+
+  CHECK(ncclBroadcast(send, recv, COUNT, ncclInt32, 0, comm, NULL));
+  for (int i = 0; i < COUNT; ++i) EXPECT(recv[i] == value(0, i), "broadcast[%d] = %d", i, recv[i]);
+
+  CHECK(ncclReduce(send, recv, COUNT, ncclInt32, ncclMax, 0, comm, NULL));
+  for (int i = 0; me == 0 && i < COUNT; ++i) EXPECT(recv[i] == value(n - 1, i), "reduce max[%d] = %d", i, recv[i]);
+
+  CHECK(ncclAllGather(send, recv, COUNT, ncclInt32, comm, NULL));
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < COUNT; ++i) EXPECT(recv[r * COUNT + i] == value(r, i), "allgather[%d][%d]", r, i);
+
+  CHECK(ncclReduceScatter(send, recv, COUNT, ncclInt32, ncclSum, comm, NULL));
+  for (int i = 0; i < COUNT; ++i) {
+    int want = 0;
+    for (int r = 0; r < n; ++r) want += value(r, me * COUNT + i);
+    EXPECT(recv[i] == want, "reducescatter[%d] = %d, expected %d", i, recv[i], want);
+  }
+
+  /* All-to-all: block b of rank r goes to rank b as its block r. */
+  CHECK(ncclAlltoAll(send, recv, COUNT, ncclInt32, comm, NULL));
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < COUNT; ++i)
+      EXPECT(recv[r * COUNT + i] == value(r, me * COUNT + i), "alltoall[%d][%d]", r, i);
+
+  CHECK(ncclGather(send, recv, COUNT, ncclInt32, 0, comm, NULL));
+  for (int r = 0; me == 0 && r < n; ++r)
+    for (int i = 0; i < COUNT; ++i) EXPECT(recv[r * COUNT + i] == value(r, i), "gather[%d][%d]", r, i);
+
+  CHECK(ncclScatter(send, recv, COUNT, ncclInt32, n - 1, comm, NULL));
+  for (int i = 0; i < COUNT; ++i) EXPECT(recv[i] == value(n - 1, me * COUNT + i), "scatter[%d]", i);
+
+  /* A ring of sends and receives in one group. */
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  CHECK(ncclGroupStart());
+  CHECK(ncclSend(send, COUNT, ncclInt32, next, comm, NULL));
+  CHECK(ncclRecv(recv, COUNT, ncclInt32, prev, comm, NULL));
+  CHECK(ncclGroupEnd());
+  for (int i = 0; i < COUNT; ++i) EXPECT(recv[i] == value(prev, i), "recv from %d [%d] = %d", prev, i, recv[i]);
+
+  free(send);
+  free(recv);
+  return 0;
+}
+
+static int premulsum(struct rank_args* a, ncclComm_t comm) {
+  float send[COUNT], recv[COUNT], scale = 0.5f;
+  for (int i = 0; i < COUNT; ++i) send[i] = (float)(2 * (a->rank + 1) * (i % 5));
+  ncclRedOp_t op;
+  CHECK(ncclRedOpCreatePreMulSum(&op, &scale, ncclFloat32, ncclScalarHostImmediate, comm));
+  CHECK(ncclAllReduce(send, recv, COUNT, ncclFloat32, op, comm, NULL));
+  CHECK(ncclRedOpDestroy(op, comm));
+  const int n = a->nranks;
+  for (int i = 0; i < COUNT; ++i) {
+    const float want = (float)(n * (n + 1) / 2 * (i % 5));
+    EXPECT(recv[i] == want, "premulsum[%d] = %g, expected %g", i, recv[i], want);
+  }
+  return 0;
+}
+
+static int split(struct rank_args* a, ncclComm_t comm) {
+  ncclComm_t half = NULL;
+  /* Even and odd ranks, each half in reverse order. */
+  CHECK(ncclCommSplit(comm, a->rank % 2, -a->rank, &half, NULL));
+  int count = 0, rank = -1;
+  CHECK(ncclCommCount(half, &count));
+  CHECK(ncclCommUserRank(half, &rank));
+  const int mine = (a->nranks - a->rank % 2 + 1) / 2;
+  EXPECT(count == mine, "split: %d ranks, expected %d", count, mine);
+  EXPECT(rank == count - 1 - a->rank / 2, "split: rank %d", rank);
+  int one = 1, total = 0;
+  CHECK(ncclAllReduce(&one, &total, 1, ncclInt32, ncclSum, half, NULL));
+  EXPECT(total == count, "allreduce over the split: %d", total);
+  CHECK(ncclCommDestroy(half));
+  return 0;
+}
+
+static int registration(struct rank_args* a, ncclComm_t comm) {
+  int buffer[16];
+  void* handle = NULL;
+  CHECK(ncclCommRegister(comm, buffer, sizeof buffer, &handle));
+  CHECK(ncclCommDeregister(comm, handle));
+  int dummy = 0;
+  EXPECT(ncclCommDeregister(comm, &dummy) == ncclInvalidArgument, "a foreign handle is refused");
+  EXPECT(strstr(ncclGetLastError(comm), "ncclCommRegister") != NULL, "the refusal says why: %s", ncclGetLastError(comm));
+  return 0;
+}
+
+/* Device memory: served where a GPU is, refused with a reason elsewhere. */
+static int memory(struct rank_args* a, ncclComm_t comm) {
+  void* p = NULL;
+  ncclResult_t r = ncclMemAlloc(&p, 4096);
+  if (r == ncclSuccess) {
+    EXPECT(p != NULL, "ncclMemAlloc gave NULL");
+    CHECK(ncclMemFree(p));
+  } else {
+    EXPECT(r == ncclInvalidUsage && p == NULL, "ncclMemAlloc without a GPU: %s", ncclGetErrorString(r));
+    EXPECT(strstr(ncclGetLastError(NULL), "device memory") != NULL, "says: %s", ncclGetLastError(NULL));
+  }
+  return 0;
+}
+
+static int bad_arguments(struct rank_args* a, ncclComm_t comm) {
+  int x = 0;
+  EXPECT(ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, NULL, NULL) == ncclInvalidArgument, "NULL comm");
+  EXPECT(ncclAllReduce(&x, &x, 1, (ncclDataType_t)99, ncclSum, comm, NULL) == ncclInvalidArgument, "datatype 99");
+  EXPECT(strlen(ncclGetLastError(comm)) > 0, "an error text");
+  EXPECT(ncclBroadcast(&x, &x, 1, ncclInt32, a->nranks, comm, NULL) == ncclInvalidArgument, "root out of range");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.magic = 0;
+  ncclComm_t other = NULL;
+  EXPECT(ncclCommInitRankConfig(&other, a->nranks, a->id, a->rank, &config) == ncclInvalidArgument, "bad config");
+  EXPECT(strstr(ncclGetLastError(NULL), "NCCL_CONFIG_INITIALIZER") != NULL, "says: %s", ncclGetLastError(NULL));
+  EXPECT(ncclCommShrink(comm, &x, 1, &other, NULL, NCCL_SHRINK_DEFAULT) == ncclInvalidUsage, "shrink not served");
+  EXPECT(strstr(ncclGetLastError(comm), "ncclCommShrink") != NULL, "says: %s", ncclGetLastError(comm));
+  return 0;
+}
+
+/* A second communicator made without blocking: init may answer ncclInProgress, then
+ * ncclCommGetAsyncError says when it is ready. */
+static int nonblocking_init(struct rank_args* a, ncclComm_t comm) {
+  ncclUniqueId id;
+  if (a->rank == 0) CHECK(ncclGetUniqueId(&id));
+  CHECK(ncclBroadcast(&id, &id, sizeof id, ncclUint8, 0, comm, NULL));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  config.commName = "nonblocking";
+  ncclComm_t nb = NULL;
+  ncclResult_t r = ncclCommInitRankConfig(&nb, a->nranks, id, a->rank, &config);
+  EXPECT(r == ncclSuccess || r == ncclInProgress, "nonblocking init: %s", ncclGetErrorString(r));
+  ncclResult_t state = ncclInProgress;
+  for (int tries = 0; state == ncclInProgress && tries < 1200000; ++tries) {
+    CHECK(ncclCommGetAsyncError(nb, &state));
+    if (state == ncclInProgress) nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+  }
+  EXPECT(state == ncclSuccess, "nonblocking init ended with %s", ncclGetErrorString(state));
+  int count = 0;
+  CHECK(ncclCommCount(nb, &count));
+  EXPECT(count == a->nranks, "nonblocking comm has %d ranks", count);
+  CHECK(ncclCommDestroy(nb));
+  return 0;
+}
+
+static int parameters(struct rank_args* a, ncclComm_t comm) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0) /* the ncclParam calls came with 2.30 */
+  ncclParamHandle_t h;
+  CHECK(ncclParamBind(&h, "LOOM_TIMEOUT_MS"));
+  int64_t timeout = 0;
+  CHECK(ncclParamGetI64(h, &timeout));
+  EXPECT(timeout > 0, "LOOM_TIMEOUT_MS reads %lld", (long long)timeout);
+#else
+  (void)a, (void)comm;
+#endif
+  return 0;
+}
+
+static int run(struct rank_args* a) {
+  ncclComm_t comm = NULL;
+  int version = 0;
+  CHECK(ncclGetVersion(&version));
+  EXPECT(version >= NCCL_VERSION(2, 30, 0), "ncclGetVersion says %d", version);
+  CHECK(ncclCommInitRank(&comm, a->nranks, a->id, a->rank));
+  int count = 0, rank = -1;
+  CHECK(ncclCommCount(comm, &count));
+  CHECK(ncclCommUserRank(comm, &rank));
+  EXPECT(count == a->nranks && rank == a->rank, "count %d rank %d", count, rank);
+  int failed = collectives(a, comm) || premulsum(a, comm) || split(a, comm) || registration(a, comm) ||
+               nonblocking_init(a, comm) || parameters(a, comm) || memory(a, comm) || bad_arguments(a, comm);
+  CHECK(ncclCommFinalize(comm));
+  CHECK(ncclCommDestroy(comm));
+  return failed;
+}
+
+static void* thread_main(void* p) {
+  struct rank_args* a = p;
+  a->failed = run(a);
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  const int processes = argc > 1 && strcmp(argv[1], "processes") == 0;
+  const int nranks = argc > 2 ? atoi(argv[2]) : 2;
+  if (argc < 3 || nranks < 1 || nranks > 64) {
+    fprintf(stderr, "usage: %s threads|processes NRANKS\n", argv[0]);
+    return 2;
+  }
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetLastError(NULL));
+    return 1;
+  }
+  struct rank_args args[64];
+  int failed = 0;
+  if (processes) {
+    pid_t pids[64];
+    for (int r = 0; r < nranks; ++r) {
+      args[r] = (struct rank_args){.rank = r, .nranks = nranks, .id = id};
+      pids[r] = fork();
+      if (pids[r] == 0) _exit(run(&args[r]));
+    }
+    for (int r = 0; r < nranks; ++r) {
+      int status = 0;
+      waitpid(pids[r], &status, 0);
+      failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+  } else {
+    pthread_t threads[64];
+    for (int r = 0; r < nranks; ++r) {
+      args[r] = (struct rank_args){.rank = r, .nranks = nranks, .id = id};
+      pthread_create(&threads[r], NULL, thread_main, &args[r]);
+    }
+    for (int r = 0; r < nranks; ++r) {
+      pthread_join(threads[r], NULL);
+      failed |= args[r].failed;
+    }
+  }
+  printf("%s: %d ranks as %s: %s\n", argv[0], nranks, processes ? "processes" : "threads", failed ? "FAILED" : "passed");
+  return failed;
+}
