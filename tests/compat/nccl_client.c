@@ -4,10 +4,11 @@
  * headers) and bad arguments, on host memory, each result checked element by element. Built against
  * each NVIDIA header found (an older header's smaller ncclConfig_t must work as well).
  *
- *   nccl_client threads|processes NRANKS
+ *   nccl_client threads|processes|initall NRANKS
  *
- * Ranks are threads of this process or forked processes (the unique id made before the fork). Exit
- * status 0 when every rank passed. */
+ * Ranks are threads of this process or forked processes (the unique id made before the fork); with
+ * `initall`, ncclCommInitAll makes every rank's communicator and one thread drives them all, each
+ * call of a rank inside ncclGroupStart/End as NCCL programs do. Exit status 0 when every rank passed. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <nccl.h>
@@ -238,6 +239,36 @@ static int run(struct rank_args* a) {
   return failed;
 }
 
+/* One thread, every rank's communicator from ncclCommInitAll. */
+static int run_init_all(int n) {
+  struct rank_args args = {.rank = 0, .nranks = n}, *a = &args;
+  ncclComm_t comms[64], comm = NULL;
+  CHECK(ncclCommInitAll(comms, n, NULL));
+  int send[64][COUNT], recv[64][COUNT];
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < COUNT; ++i) send[r][i] = value(r, i);
+  CHECK(ncclGroupStart());
+  for (int r = 0; r < n; ++r) CHECK(ncclAllReduce(send[r], recv[r], COUNT, ncclInt32, ncclSum, comms[r], NULL));
+  CHECK(ncclGroupEnd());
+  for (int r = 0; r < n; ++r) {
+    int rank = -1;
+    CHECK(ncclCommUserRank(comms[r], &rank));
+    EXPECT(rank == r, "comms[%d] is rank %d", r, rank);
+    for (int i = 0; i < COUNT; ++i) {
+      int want = 0;
+      for (int q = 0; q < n; ++q) want += value(q, i);
+      EXPECT(recv[r][i] == want, "initall allreduce rank %d [%d] = %d, expected %d", r, i, recv[r][i], want);
+    }
+  }
+  CHECK(ncclGroupStart());
+  for (int r = 0; r < n; ++r) CHECK(ncclBroadcast(send[r], recv[r], COUNT, ncclInt32, n - 1, comms[r], NULL));
+  CHECK(ncclGroupEnd());
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < COUNT; ++i) EXPECT(recv[r][i] == value(n - 1, i), "initall broadcast rank %d [%d]", r, i);
+  for (int r = 0; r < n; ++r) CHECK(ncclCommDestroy(comms[r]));
+  return 0;
+}
+
 static void* thread_main(void* p) {
   struct rank_args* a = p;
   a->failed = run(a);
@@ -248,8 +279,13 @@ int main(int argc, char** argv) {
   const int processes = argc > 1 && strcmp(argv[1], "processes") == 0;
   const int nranks = argc > 2 ? atoi(argv[2]) : 2;
   if (argc < 3 || nranks < 1 || nranks > 64) {
-    fprintf(stderr, "usage: %s threads|processes NRANKS\n", argv[0]);
+    fprintf(stderr, "usage: %s threads|processes|initall NRANKS\n", argv[0]);
     return 2;
+  }
+  if (strcmp(argv[1], "initall") == 0) {
+    const int failed = run_init_all(nranks);
+    printf("%s: %d ranks from ncclCommInitAll, one thread: %s\n", argv[0], nranks, failed ? "FAILED" : "passed");
+    return failed;
   }
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) {
