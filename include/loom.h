@@ -131,7 +131,8 @@ LOOM_API const char* loomGetErrorString(loomResult_t result);
 LOOM_API const char* loomGetLastError(loomComm_t comm);
 
 /* Settings (the LOOM_* environment variables), shaped after NCCL 2.30's ncclParam*. A key is the
- * variable's name with or without the LOOM_ prefix, in any case ("LOOM_TIMEOUT_MS", "timeout_ms").
+ * variable's name with or without the LOOM_ prefix, in any case ("LOOM_TIMEOUT_MS", "timeout_ms"), or
+ * the NCCL variable a setting reads ("NCCL_SOCKET_IFNAME": README, "Environment").
  * Values are the environment's, else the documented default; a setting whose default is computed
  * where it is used (LOOM_SPIN_US, LOOM_DEVICE_LL_BYTES) reads as "(computed)" while unset, and its
  * integer getters then return loomInvalidUsage. An unknown key is loomInvalidArgument. */

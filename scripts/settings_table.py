@@ -22,7 +22,7 @@ import sys
 BEGIN = "<!-- settings table: made by scripts/settings_table.py from src/base/settings.def -->"
 END = "<!-- end of the settings table -->"
 ENTRY = re.compile(r'LOOM_SETTING\((\w+),\s*"(LOOM_\w+)",\s*(\w+),\s*"([^"]*)",\s*"([^"]*)",\s*(\w+),\s*"([^"]*)",\s*'
-                   r'((?:"[^"]*"\s*)+),\s*"([^"]*)"\)', re.S)
+                   r'((?:"[^"]*"\s*)+),\s*"([^"]*)",\s*(\w+)\)', re.S)
 # Reads of LOOM_* variables, in C, C++ and Python.
 READS = re.compile(r'(getenv|envString|envInt|environ\.get|environ\[)\s*\(?\s*["\'](LOOM_\w+)["\']')
 THE_READER = "src/base/settings.cc"
@@ -35,7 +35,8 @@ def declarations(root):
     for m in ENTRY.finditer(text):
         meaning = "".join(re.findall(r'"([^"]*)"', m.group(8)))
         found.append({"name": m.group(2), "kind": m.group(3), "default": m.group(4), "allowed": m.group(5),
-                      "on_invalid": m.group(6), "subsystem": m.group(7), "meaning": meaning, "nccl": m.group(9)})
+                      "on_invalid": m.group(6), "subsystem": m.group(7), "meaning": meaning, "nccl": m.group(9),
+                      "nccl_use": m.group(10)})
     declared = len(re.findall(r"^LOOM_SETTING\(", text, re.M))
     if declared != len(found):
         raise SystemExit(f"settings.def: {declared} LOOM_SETTING lines, {len(found)} understood")
@@ -46,13 +47,21 @@ def cell(text):
     return text.replace("|", "\\|")
 
 
+def nccl_cell(d):
+    if not d["nccl"]:
+        return ""
+    return f"`{d['nccl']}`" if d["nccl_use"] == "Honoured" else f"(`{d['nccl']}`: not read)"
+
+
 def table(root):
+    # NCCL's column: the NCCL variable read when the LOOM_ one is unset, or (in parentheses) the nearest
+    # one, whose meaning or syntax differs and which Loom does not read.
     rows = ["| variable | default | allowed | meaning | NCCL's |", "|---|---|---|---|---|"]
     for d in declarations(root):
         default = d["default"] or "unset"
         allowed = d["allowed"] if d["kind"] != "Choice" else d["allowed"].replace("|", ", ")
         rows.append(f"| `{d['name']}` | {cell(default)} | {cell(allowed)} | {cell(d['subsystem'])}: {cell(d['meaning'])} "
-                    f"| {('`' + d['nccl'] + '`') if d['nccl'] else ''} |")
+                    f"| {nccl_cell(d)} |")
     return "\n".join(rows) + "\n"
 
 

@@ -1,6 +1,7 @@
 #include "base/settings.h"
 
 #include <strings.h>
+#include <unistd.h>  // environ
 
 #include <cerrno>
 #include <cstdlib>
@@ -8,6 +9,8 @@
 #include <limits>
 #include <mutex>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "base/log.h"
 
@@ -15,18 +18,47 @@ namespace loom {
 namespace {
 
 constexpr SettingSpec kSettings[] = {
-#define LOOM_SETTING(id, name, kind, deflt, allowed, onInvalid, subsystem, meaning, nccl) \
-  {Setting::id, name, SettingKind::kind, deflt, allowed, OnInvalid::onInvalid, subsystem, meaning, nccl},
+#define LOOM_SETTING(id, name, kind, deflt, allowed, onInvalid, subsystem, meaning, nccl, ncclUse) \
+  {Setting::id, name, SettingKind::kind, deflt, allowed, OnInvalid::onInvalid, subsystem, meaning, nccl, NcclUse::ncclUse},
 #include "base/settings.def"
 #undef LOOM_SETTING
 };
 
 constexpr const char* kComputed = "(computed)";
 
-const char* rawValue(const SettingSpec& spec) {
-  const char* v = std::getenv(spec.name);  // the one place a LOOM_* variable is read
+const char* environmentValue(const char* name) {
+  const char* v = std::getenv(name);  // the one place a LOOM_* (or honoured NCCL_*) variable is read
   return v && *v ? v : nullptr;
 }
+
+std::string problemWith(const SettingSpec& spec, const char* text);
+std::string allowedText(const SettingSpec& spec);
+
+// Warns once per process and text (settings are read at every use).
+void warnOnce(const std::string& text) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (said.insert(text).second) LOOM_WARN(Init, "{}", text);
+}
+
+// The environment's value and which variable gave it: the LOOM_ one, else an honoured NCCL one when
+// its value is one Loom can use (logUnreadNcclVariables reports one it cannot: logging here could come
+// back through the log's own settings).
+struct RawValue {
+  const char* value = nullptr;
+  bool fromNccl = false;
+};
+
+RawValue rawValueOf(const SettingSpec& spec) {
+  if (const char* v = environmentValue(spec.name)) return {v, false};
+  if (spec.ncclUse != NcclUse::Honoured) return {};
+  const char* v = environmentValue(spec.nccl);
+  if (!v || !problemWith(spec, v).empty()) return {};
+  return {v, true};
+}
+
+const char* rawValue(const SettingSpec& spec) { return rawValueOf(spec).value; }
 
 // Decimal or 0x.., with an optional K/M/G suffix (binary units).
 bool parseInteger(const char* text, int64_t* out) {
@@ -100,18 +132,14 @@ std::string allowedText(const SettingSpec& spec) {
 }
 
 // The value to use: the environment's when valid, else nullptr (after a warning for a bad one, once
-// per setting and value: settings are read at every use).
+// per setting and value).
 const char* validValue(const SettingSpec& spec) {
   const char* v = rawValue(spec);
   if (!v) return nullptr;
   const std::string problem = problemWith(spec, v);
   if (problem.empty()) return v;
-  static std::mutex mutex;
-  static std::set<std::string> warned;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (warned.insert(std::string(spec.name) + "=" + v).second)
-    LOOM_WARN(Init, "ignoring {}={}: {} ({} allows {}); using {}", spec.name, v, problem, spec.name, allowedText(spec),
-              *spec.defaultText ? spec.defaultText : "the default");
+  warnOnce(fmt::format("ignoring {}={}: {} ({} allows {}); using {}", spec.name, v, problem, spec.name,
+                       allowedText(spec), *spec.defaultText ? spec.defaultText : "the default"));
   return nullptr;
 }
 
@@ -126,17 +154,32 @@ const SettingSpec* findSetting(std::string_view name) {
     const std::string_view full(spec.name), bare = full.substr(5);  // past "LOOM_"
     for (std::string_view candidate : {full, bare})
       if (candidate.size() == name.size() && strncasecmp(candidate.data(), name.data(), name.size()) == 0) return &spec;
+    // The NCCL variable it reads (what a caller of the drop-in's ncclParamBind names).
+    const std::string_view nccl(spec.nccl);
+    if (spec.ncclUse == NcclUse::Honoured && nccl.size() == name.size() &&
+        strncasecmp(nccl.data(), name.data(), name.size()) == 0)
+      return &spec;
   }
   return nullptr;
 }
 
 bool settingIsSet(Setting s) { return rawValue(specOf(s)) != nullptr; }
 
-const char* settingSource(Setting s) { return settingIsSet(s) ? "environment" : "default"; }
+const char* settingSource(Setting s) {
+  // "environment (NCCL_...)" for each setting, made once: callers keep the pointer.
+  static const std::vector<std::string> fromNccl = [] {
+    std::vector<std::string> texts;
+    for (const SettingSpec& spec : kSettings) texts.push_back(std::string("environment (") + spec.nccl + ")");
+    return texts;
+  }();
+  const RawValue raw = rawValueOf(specOf(s));
+  if (!raw.value) return "default";
+  return raw.fromNccl ? fromNccl[static_cast<size_t>(s)].c_str() : "environment";
+}
 
 Status checkSetting(Setting s) {
   const SettingSpec& spec = specOf(s);
-  const char* v = rawValue(spec);
+  const char* v = environmentValue(spec.name);
   if (!v) return Status::Ok();
   const std::string problem = problemWith(spec, v);
   if (problem.empty()) return Status::Ok();
@@ -174,5 +217,31 @@ std::string settingEffective(Setting s) {
 }
 
 SettingOrigin originOf(Setting s) { return SettingOrigin{s, settingEffective(s), settingSource(s)}; }
+
+void logUnreadNcclVariables() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (char** entry = environ; entry && *entry; ++entry) {
+      const std::string_view text(*entry);
+      const size_t eq = text.find('=');
+      if (text.rfind("NCCL_", 0) != 0 || eq == std::string_view::npos || eq + 1 == text.size()) continue;
+      const std::string name(text.substr(0, eq)), value(text.substr(eq + 1));
+      const SettingSpec* mirror = nullptr;
+      for (const SettingSpec& spec : kSettings)
+        if (name == spec.nccl) mirror = &spec;
+      if (!mirror) {
+        LOOM_INFO(Init, "{}={} is set; Loom does not read it", name, value);
+      } else if (mirror->ncclUse == NcclUse::Similar) {
+        LOOM_INFO(Init, "{}={} is set; Loom does not read it ({}, the nearest setting, has its own meaning)", name,
+                  value, mirror->name);
+      } else if (environmentValue(mirror->name)) {
+        LOOM_INFO(Init, "{}={} is set; {} is set too and wins", name, value, mirror->name);
+      } else if (const std::string problem = problemWith(*mirror, value.c_str()); !problem.empty()) {
+        LOOM_INFO(Init, "{}={} is set; ignored: {} for {} (it allows {})", name, value, problem, mirror->name,
+                  allowedText(*mirror));
+      }
+    }
+  });
+}
 
 }  // namespace loom

@@ -1,5 +1,8 @@
 // Loom's settings (LOOM_* environment variables), declared once in settings.def with their type,
 // default, allowed values, subsystem, meaning and the NCCL variable each mirrors, and read only here.
+// Where settings.def marks the NCCL variable Honoured it is read too, when the LOOM_ one is unset (so
+// that NCCL's environment configures the NCCL drop-in); a value of it that Loom cannot use is ignored
+// and logged at INFO.
 // A value is read from the environment at every call (values are cheap to read, and tests change
 // them); a bad one is a loomInvalidArgument naming the setting and what it allows (checkSetting, at the
 // places that read it at init), or a warning naming both and the default, as settings.def says per
@@ -17,13 +20,15 @@
 namespace loom {
 
 enum class Setting : int {
-#define LOOM_SETTING(id, name, kind, deflt, allowed, onInvalid, subsystem, meaning, nccl) id,
+#define LOOM_SETTING(id, name, kind, deflt, allowed, onInvalid, subsystem, meaning, nccl, ncclUse) id,
 #include "base/settings.def"
 #undef LOOM_SETTING
 };
 
 enum class SettingKind { Text, Integer, Flag, Choice };
 enum class OnInvalid { Error, Fallback };
+// Honoured: the NCCL variable is read when the LOOM_ one is unset; Similar: named for reference only.
+enum class NcclUse { None, Honoured, Similar };
 
 struct SettingSpec {
   Setting id;
@@ -35,20 +40,27 @@ struct SettingSpec {
   const char* subsystem;
   const char* meaning;
   const char* nccl;         // the NCCL variable it mirrors, or ""
+  NcclUse ncclUse;
 };
 
 // Every setting, in settings.def's order.
 std::span<const SettingSpec> allSettings();
 const SettingSpec& specOf(Setting s);
-// By name, with or without the LOOM_ prefix, any case; null when there is none.
+// By name, with or without the LOOM_ prefix, or by the NCCL variable it reads (Honoured), any case;
+// null when there is none.
 const SettingSpec* findSetting(std::string_view name);
 
-// Whether the environment sets it (to something not empty).
+// Whether the environment sets it (to something not empty): its LOOM_ variable, or an honoured NCCL one
+// with a value Loom can use.
 bool settingIsSet(Setting s);
-// Where the value comes from: "environment" or "default".
+// Where the value comes from: "environment", "environment (NCCL_...)" or "default".
 const char* settingSource(Setting s);
-// Ok, or loomInvalidArgument naming the setting, its value and what it allows.
+// Ok, or loomInvalidArgument naming the setting, its value and what it allows (LOOM_ variables only:
+// an NCCL one Loom cannot use is ignored).
 Status checkSetting(Setting s);
+// Logs at INFO, once per process, each NCCL_* variable of the environment that Loom does not read
+// (communicator init calls it: a user of the NCCL drop-in learns what has no effect).
+void logUnreadNcclVariables();
 
 // The value as text: the environment's, else the default ("" for unset Text, and for computed ones).
 std::string settingText(Setting s);

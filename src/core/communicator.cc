@@ -2,10 +2,13 @@
 
 #include <sched.h>
 
+#include <mutex>
+
 #include "base/log.h"
 #include "base/settings.h"
 #include "bootstrap/host_identity.h"
 #include "bootstrap/unique_id.h"
+#include "core/build_info.h"
 #include "core/job_report.h"
 #include "core/job_setup.h"
 #include "core/net_lanes.h"
@@ -143,6 +146,13 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   if (!comm->settings.blocking) comm->engine = std::make_unique<AsyncEngine>(comm, comm->opCount);
   LOOM_INFO(Init, "{}: ready ({} channel(s), {} KiB chunks, {} rank(s) per node)", comm->describe(),
             options.nchannels, options.slotBytes >> 10, comm->tuner->machine().ranksInNode());
+  static std::once_flag banner;  // once per process, as NCCL's "NCCL version" line: which library is in use
+  std::call_once(banner, [] {
+    const BuildInfo& b = buildInfo();
+    LOOM_INFO(Init, "Loom version {} ({} build{})", b.version, b.buildType,
+              b.cuda ? ", CUDA " + b.cudaCompiler : ", no CUDA");
+  });
+  logUnreadNcclVariables();
   for (const SettingOrigin& o : comm->settings.origins)
     if (o.source != "default") LOOM_INFO(Init, "{}: {}={} (from {})", comm->describe(), specOf(o.id).name, o.value, o.source);
   return Status::Ok();

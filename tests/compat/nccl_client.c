@@ -216,6 +216,11 @@ static int parameters(struct rank_args* a, ncclComm_t comm) {
   int64_t timeout = 0;
   CHECK(ncclParamGetI64(h, &timeout));
   EXPECT(timeout > 0, "LOOM_TIMEOUT_MS reads %lld", (long long)timeout);
+  /* NCCL's own name for a setting Loom reads. */
+  CHECK(ncclParamBind(&h, "NCCL_SOCKET_IFNAME"));
+  const char* ifname = NULL;
+  CHECK(ncclParamGetStr(h, &ifname));
+  EXPECT(ifname != NULL, "NCCL_SOCKET_IFNAME reads NULL");
 #else
   (void)a, (void)comm;
 #endif

@@ -148,7 +148,8 @@ json settingsFacts() {
                    {"allowed", spec.allowed},
                    {"subsystem", spec.subsystem},
                    {"meaning", spec.meaning},
-                   {"nccl", spec.nccl}});
+                   {"nccl", spec.nccl},
+                   {"nccl_read", spec.ncclUse == NcclUse::Honoured}});
   }
   return all;
 }

@@ -190,6 +190,8 @@ TEST(SettingsTable, IsWellFormed) {
   EXPECT_EQ(findSetting("timeout_ms"), &specOf(Setting::TimeoutMs));
   EXPECT_EQ(findSetting("Timeout_Ms"), &specOf(Setting::TimeoutMs));
   EXPECT_EQ(findSetting("LOOM_NO_SUCH_SETTING"), nullptr);
+  EXPECT_EQ(findSetting("NCCL_SOCKET_IFNAME"), &specOf(Setting::SocketIfname)) << "an honoured NCCL name";
+  EXPECT_EQ(findSetting("NCCL_BUFFSIZE"), nullptr) << "an NCCL name Loom does not read";
   EXPECT_EQ(findSetting(""), nullptr);
 }
 
@@ -306,6 +308,121 @@ TEST(SettingsTable, IntegerSyntax) {
 }
 
 // Where a communicator's values came from: the environment, the default, or its loomConfig_t.
+// The tests expect defaults where they set nothing: NCCL variables the table reads, left in the
+// environment that runs this binary, are cleared before any test.
+const bool ncclVariablesCleared = [] {
+  for (const SettingSpec& spec : allSettings())
+    if (spec.ncclUse != NcclUse::None) unsetenv(spec.nccl);
+  return true;
+}();
+
+// NCCL's variables (settings.def's last column): an honoured one is read when the LOOM_ one is unset,
+// with the source naming it; the LOOM_ one wins; a value Loom cannot use is ignored, never an error; a
+// Similar one is not read.
+TEST(NcclVariables, HonouredOnesAreReadWhenLoomsIsUnset) {
+  int honoured = 0;
+  for (const SettingSpec& spec : allSettings()) {
+    if (spec.ncclUse != NcclUse::Honoured) continue;
+    SCOPED_TRACE(spec.nccl);
+    ++honoured;
+    const std::string value = validValue(spec);
+    ScopedEnv loom(spec.name, std::nullopt);
+    ScopedEnv nccl(spec.nccl, value);
+    EXPECT_TRUE(settingIsSet(spec.id));
+    EXPECT_EQ(std::string(settingSource(spec.id)), std::string("environment (") + spec.nccl + ")");
+    EXPECT_EQ(settingText(spec.id), value);
+    EXPECT_EQ(settingEffective(spec.id), value);
+    EXPECT_TRUE(checkSetting(spec.id).ok());
+    if (spec.kind == SettingKind::Integer || spec.kind == SettingKind::Flag) {
+      int64_t expected = 0;
+      ASSERT_TRUE(parseInt(value, &expected));
+      EXPECT_EQ(settingInt(spec.id, -42), expected);
+    }
+    if (spec.kind == SettingKind::Choice) {
+      EXPECT_EQ(settingChoice(spec.id), value);
+    }
+  }
+  EXPECT_GE(honoured, 20) << "NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_DEBUG... are honoured";
+}
+
+TEST(NcclVariables, LoomsWins) {
+  for (const SettingSpec& spec : allSettings()) {
+    if (spec.ncclUse != NcclUse::Honoured) continue;
+    SCOPED_TRACE(spec.nccl);
+    const std::string mine = validValue(spec);
+    const std::string theirs = spec.kind == SettingKind::Text ? "other-text" : spec.defaultText;
+    if (theirs.empty() || theirs == mine || computed(spec)) continue;
+    ScopedEnv loom(spec.name, mine);
+    ScopedEnv nccl(spec.nccl, theirs);
+    EXPECT_STREQ(settingSource(spec.id), "environment");
+    EXPECT_EQ(settingText(spec.id), mine);
+  }
+  ScopedEnv loom("LOOM_SOCKET_IFNAME", "eth1");
+  ScopedEnv nccl("NCCL_SOCKET_IFNAME", "eth0");
+  EXPECT_EQ(settingText(Setting::SocketIfname), "eth1");
+}
+
+TEST(NcclVariables, UnusableValuesAreIgnoredNotErrors) {
+  for (const SettingSpec& spec : allSettings()) {
+    if (spec.ncclUse != NcclUse::Honoured || !typed(spec)) continue;
+    for (const std::string& bad : invalidValues(spec)) {
+      SCOPED_TRACE(std::string(spec.nccl) + "=" + bad);
+      ScopedEnv loom(spec.name, std::nullopt);
+      ScopedEnv nccl(spec.nccl, bad);
+      EXPECT_FALSE(settingIsSet(spec.id));
+      EXPECT_STREQ(settingSource(spec.id), "default");
+      EXPECT_TRUE(checkSetting(spec.id).ok()) << checkSetting(spec.id).message();
+    }
+  }
+  ScopedEnv loom("LOOM_DEBUG", std::nullopt);
+  ScopedEnv version("NCCL_DEBUG", "VERSION");  // NCCL's, not Loom's
+  EXPECT_EQ(settingChoice(Setting::Debug), "");
+  ScopedEnv algo("NCCL_ALGO", "^NVLS");
+  EXPECT_EQ(settingChoice(Setting::Algo), "");
+  ScopedEnv ring("NCCL_ALGO", "Ring");  // a word Loom has, in NCCL's spelling
+  EXPECT_EQ(settingChoice(Setting::Algo), "ring");
+}
+
+TEST(NcclVariables, SimilarOnesAreNotRead) {
+  int similar = 0;
+  for (const SettingSpec& spec : allSettings()) {
+    if (spec.ncclUse != NcclUse::Similar) continue;
+    SCOPED_TRACE(spec.nccl);
+    ++similar;
+    ScopedEnv loom(spec.name, std::nullopt);
+    ScopedEnv nccl(spec.nccl, validValue(spec));
+    EXPECT_FALSE(settingIsSet(spec.id));
+  }
+  EXPECT_GE(similar, 1);
+  for (const SettingSpec& spec : allSettings())
+    EXPECT_EQ(spec.ncclUse == NcclUse::None, std::string(spec.nccl).empty()) << spec.name;
+}
+
+// Run in a child (a death test): the log reads its settings once per process.
+[[noreturn]] void logUnreadInChild() {
+  setenv("LOOM_DEBUG", "INFO", 1);
+  setenv("NCCL_NTHREADS", "512", 1);
+  setenv("NCCL_BUFFSIZE", "4194304", 1);
+  setenv("NCCL_ALGO", "^NVLS", 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  setenv("LOOM_SOCKET_IFNAME", "eth0", 1);
+  setenv("NCCL_IB_HCA", "mlx5_0", 1);
+  logUnreadNcclVariables();
+  logUnreadNcclVariables();  // once per process
+  std::fflush(stderr);
+  std::_Exit(0);
+}
+
+TEST(NcclVariables, UnreadOnesAreLoggedOnceAtInfo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0), "NCCL_NTHREADS=512 is set; Loom does not read it");
+  EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0),
+              "NCCL_BUFFSIZE=4194304 is set; Loom does not read it \\(LOOM_CHUNK_BYTES");
+  EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0), "NCCL_ALGO=\\^NVLS is set; ignored");
+  EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0),
+              "NCCL_SOCKET_IFNAME=lo is set; LOOM_SOCKET_IFNAME is set too and wins");
+}
+
 TEST(SettingsTable, CommunicatorRecordsSources) {
   ScopedEnv chunk("LOOM_CHUNK_BYTES", "65536");
   ScopedEnv timeout("LOOM_TIMEOUT_MS", "5000");

@@ -88,8 +88,7 @@ Status openPlugin(const std::string& entry, LoadedPlugin** out) {
 
 std::vector<LoadedPlugin*> configuredPlugins(std::string* failures) {
   failures->clear();
-  std::string spec = settingText(Setting::NetPlugin);
-  if (const char* nccl = std::getenv("NCCL_NET_PLUGIN"); spec.empty() && nccl) spec = nccl;  // NCCL's own name
+  std::string spec = settingText(Setting::NetPlugin);  // LOOM_NET_PLUGIN, else NCCL_NET_PLUGIN (settings.def)
   const bool named = !spec.empty();
   if (!named) spec = "libnccl-net.so";
   std::vector<LoadedPlugin*> plugins;
