@@ -10,7 +10,13 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 prebuilt="$(cd "$1" && pwd)"
 build="$2"
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" "$root" --buildtype=release -Dprebuilt_libloom="$prebuilt" -Dcuda=disabled -Dtests=false >&2
+  # The Python to build for is the one `python3` runs here (the one with torch), not meson's own.
+  # (A native file in the build folder: meson reads it again whenever it reconfigures.)
+  mkdir -p "$build"
+  native="$(cd "$build" && pwd)/python-native.ini"
+  printf "[binaries]\npython = '%s'\n" "$(python3 -c 'import sys; print(sys.executable)')" >"$native"
+  meson setup "$build" "$root" --native-file "$native" --buildtype=release -Dprebuilt_libloom="$prebuilt" \
+    -Dcuda=disabled -Dtests=false >&2
 fi
 ninja -C "$build" >&2
 stage="$(cd "$build" && pwd)/stage"
