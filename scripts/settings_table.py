@@ -50,7 +50,11 @@ def cell(text):
 def nccl_cell(d):
     if not d["nccl"]:
         return ""
-    return f"`{d['nccl']}`" if d["nccl_use"] == "Honoured" else f"(`{d['nccl']}`: not read)"
+    if d["nccl_use"] == "Honoured":
+        return f"`{d['nccl']}`"
+    if d["nccl_use"] == "Translated":
+        return f"`{d['nccl']}` (NCCL's syntax, translated)"
+    return f"(`{d['nccl']}`: not read)"
 
 
 def table(root):

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/nccl_values.h"
 
 namespace loom {
 namespace {
@@ -50,12 +51,30 @@ struct RawValue {
   bool fromNccl = false;
 };
 
+// A translated NCCL value, kept for the process (callers keep the pointer; there are few such values).
+const char* keptText(std::string text) {
+  static std::mutex mutex;
+  static std::set<std::string> kept;
+  std::lock_guard<std::mutex> lock(mutex);
+  return kept.insert(std::move(text)).first->c_str();
+}
+
 RawValue rawValueOf(const SettingSpec& spec) {
   if (const char* v = environmentValue(spec.name)) return {v, false};
-  if (spec.ncclUse != NcclUse::Honoured) return {};
+  if (spec.ncclUse != NcclUse::Honoured && spec.ncclUse != NcclUse::Translated) return {};
   const char* v = environmentValue(spec.nccl);
-  if (!v || !problemWith(spec, v).empty()) return {};
+  if (!v) return {};
+  if (spec.ncclUse == NcclUse::Translated) {
+    NcclTranslation t = translateNcclValue(spec.id, v);
+    if (t.value.empty()) return {};
+    v = keptText(std::move(t.value));
+  }
+  if (!problemWith(spec, v).empty()) return {};
   return {v, true};
+}
+
+bool readsNcclVariable(const SettingSpec& spec) {
+  return spec.ncclUse == NcclUse::Honoured || spec.ncclUse == NcclUse::Translated;
 }
 
 const char* rawValue(const SettingSpec& spec) { return rawValueOf(spec).value; }
@@ -156,7 +175,7 @@ const SettingSpec* findSetting(std::string_view name) {
       if (candidate.size() == name.size() && strncasecmp(candidate.data(), name.data(), name.size()) == 0) return &spec;
     // The NCCL variable it reads (what a caller of the drop-in's ncclParamBind names).
     const std::string_view nccl(spec.nccl);
-    if (spec.ncclUse == NcclUse::Honoured && nccl.size() == name.size() &&
+    if (readsNcclVariable(spec) && nccl.size() == name.size() &&
         strncasecmp(nccl.data(), name.data(), name.size()) == 0)
       return &spec;
   }
@@ -236,6 +255,10 @@ void logUnreadNcclVariables() {
                   value, mirror->name);
       } else if (environmentValue(mirror->name)) {
         LOOM_INFO(Init, "{}={} is set; {} is set too and wins", name, value, mirror->name);
+      } else if (mirror->ncclUse == NcclUse::Translated) {
+        const NcclTranslation t = translateNcclValue(mirror->id, value);
+        if (t.value.empty()) LOOM_INFO(Init, "{}={} is set; not read: {}", name, value, t.whyNot);
+        else LOOM_INFO(Init, "{}={} is read as {}={}", name, value, mirror->name, t.value);
       } else if (const std::string problem = problemWith(*mirror, value.c_str()); !problem.empty()) {
         LOOM_INFO(Init, "{}={} is set; ignored: {} for {} (it allows {})", name, value, problem, mirror->name,
                   allowedText(*mirror));

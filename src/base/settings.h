@@ -27,8 +27,9 @@ enum class Setting : int {
 
 enum class SettingKind { Text, Integer, Flag, Choice };
 enum class OnInvalid { Error, Fallback };
-// Honoured: the NCCL variable is read when the LOOM_ one is unset; Similar: named for reference only.
-enum class NcclUse { None, Honoured, Similar };
+// Honoured: the NCCL variable is read when the LOOM_ one is unset; Translated: the same, its value in
+// NCCL's syntax turned into Loom's (base/nccl_values.h); Similar: named for reference only.
+enum class NcclUse { None, Honoured, Translated, Similar };
 
 struct SettingSpec {
   Setting id;

@@ -149,7 +149,7 @@ json settingsFacts() {
                    {"subsystem", spec.subsystem},
                    {"meaning", spec.meaning},
                    {"nccl", spec.nccl},
-                   {"nccl_read", spec.ncclUse == NcclUse::Honoured}});
+                   {"nccl_read", spec.ncclUse == NcclUse::Honoured || spec.ncclUse == NcclUse::Translated}});
   }
   return all;
 }

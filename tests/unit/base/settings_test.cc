@@ -19,6 +19,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "base/nccl_values.h"
 #include "base/settings.h"
 #include "core/communicator.h"
 #include "loom.h"
@@ -374,13 +375,67 @@ TEST(NcclVariables, UnusableValuesAreIgnoredNotErrors) {
       EXPECT_TRUE(checkSetting(spec.id).ok()) << checkSetting(spec.id).message();
     }
   }
-  ScopedEnv loom("LOOM_DEBUG", std::nullopt);
-  ScopedEnv version("NCCL_DEBUG", "VERSION");  // NCCL's, not Loom's
-  EXPECT_EQ(settingChoice(Setting::Debug), "");
-  ScopedEnv algo("NCCL_ALGO", "^NVLS");
-  EXPECT_EQ(settingChoice(Setting::Algo), "");
-  ScopedEnv ring("NCCL_ALGO", "Ring");  // a word Loom has, in NCCL's spelling
-  EXPECT_EQ(settingChoice(Setting::Algo), "ring");
+}
+
+// NCCL_ALGO, NCCL_PROTO, NCCL_DEBUG and NCCL_DEBUG_SUBSYS are read in NCCL's syntax and translated where
+// a LOOM_ value says the same; otherwise not read (the reason is logged at first init).
+TEST(NcclVariables, TranslatedOnesSpeakNcclsSyntax) {
+  struct Case {
+    const char* variable;
+    const char* ncclValue;
+    Setting setting;
+    const char* loomValue;  // "": not read
+  };
+  const Case cases[] = {
+      {"NCCL_ALGO", "Ring", Setting::Algo, "ring"},
+      {"NCCL_ALGO", "tree", Setting::Algo, "tree"},
+      {"NCCL_ALGO", "^Ring,NVLS,NVLSTree,PAT,CollnetDirect,CollnetChain", Setting::Algo, "tree"},
+      {"NCCL_ALGO", "Ring,NVLS", Setting::Algo, "ring"},
+      {"NCCL_ALGO", "Ring,Tree", Setting::Algo, ""},         // the tuner's choice
+      {"NCCL_ALGO", "^NVLS", Setting::Algo, ""},             // ring and tree left: the tuner's choice
+      {"NCCL_ALGO", "NVLS", Setting::Algo, ""},              // nothing Loom has
+      {"NCCL_ALGO", "allreduce:ring", Setting::Algo, ""},    // per collective
+      {"NCCL_ALGO", "Rings", Setting::Algo, ""},             // no such algorithm
+      {"NCCL_PROTO", "Simple", Setting::DeviceLlBytes, "0"},
+      {"NCCL_PROTO", "^LL,LL128", Setting::DeviceLlBytes, "0"},
+      {"NCCL_PROTO", "LL128,simple", Setting::DeviceLlBytes, "0"},
+      {"NCCL_PROTO", "LL,Simple", Setting::DeviceLlBytes, ""},  // Loom's default
+      {"NCCL_PROTO", "LL", Setting::DeviceLlBytes, ""},         // every message as LL: not possible
+      {"NCCL_PROTO", "^LL,LL128,Simple", Setting::DeviceLlBytes, ""},
+      {"NCCL_DEBUG", "INFO", Setting::Debug, "INFO"},
+      {"NCCL_DEBUG", "trace", Setting::Debug, "TRACE"},
+      {"NCCL_DEBUG", "VERSION", Setting::Debug, "WARN"},
+      {"NCCL_DEBUG", "ABORT", Setting::Debug, "WARN"},
+      {"NCCL_DEBUG", "NONE", Setting::Debug, ""},
+      {"NCCL_DEBUG_SUBSYS", "INIT,NET", Setting::DebugSubsys, "init,net"},
+      {"NCCL_DEBUG_SUBSYS", "GRAPH,TUNING,ENV,INIT", Setting::DebugSubsys, "topo,graph,tune,init"},
+      {"NCCL_DEBUG_SUBSYS", "^PROXY,COLL", Setting::DebugSubsys, "^coll"},
+      {"NCCL_DEBUG_SUBSYS", "ALL", Setting::DebugSubsys, "ALL"},
+      {"NCCL_DEBUG_SUBSYS", "ALLOC,PROXY", Setting::DebugSubsys, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.variable) + "=" + c.ncclValue);
+    const SettingSpec& spec = specOf(c.setting);
+    EXPECT_EQ(spec.ncclUse, NcclUse::Translated);
+    EXPECT_STREQ(spec.nccl, c.variable);
+    ScopedEnv loom(spec.name, std::nullopt);
+    ScopedEnv nccl(c.variable, c.ncclValue);
+    const NcclTranslation t = translateNcclValue(c.setting, c.ncclValue);
+    EXPECT_EQ(t.value, c.loomValue);
+    EXPECT_EQ(t.whyNot.empty(), *c.loomValue != '\0') << t.whyNot;
+    EXPECT_EQ(settingIsSet(c.setting), *c.loomValue != '\0');
+    EXPECT_TRUE(checkSetting(c.setting).ok());
+    if (*c.loomValue) {
+      EXPECT_EQ(settingText(c.setting), c.loomValue);
+      EXPECT_EQ(std::string(settingSource(c.setting)), std::string("environment (") + c.variable + ")");
+    } else {
+      EXPECT_STREQ(settingSource(c.setting), "default");
+    }
+  }
+  ScopedEnv loomAlgo("LOOM_ALGO", "direct");  // Loom's own wins
+  ScopedEnv ncclAlgo("NCCL_ALGO", "Ring");
+  EXPECT_EQ(settingChoice(Setting::Algo), "direct");
+  EXPECT_EQ(findSetting("NCCL_PROTO"), &specOf(Setting::DeviceLlBytes));
 }
 
 TEST(NcclVariables, SimilarOnesAreNotRead) {
@@ -404,6 +459,7 @@ TEST(NcclVariables, SimilarOnesAreNotRead) {
   setenv("NCCL_NTHREADS", "512", 1);
   setenv("NCCL_BUFFSIZE", "4194304", 1);
   setenv("NCCL_ALGO", "^NVLS", 1);
+  setenv("NCCL_PROTO", "Simple", 1);
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   setenv("LOOM_SOCKET_IFNAME", "eth0", 1);
   setenv("NCCL_IB_HCA", "mlx5_0", 1);
@@ -418,7 +474,9 @@ TEST(NcclVariables, UnreadOnesAreLoggedOnceAtInfo) {
   EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0), "NCCL_NTHREADS=512 is set; Loom does not read it");
   EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0),
               "NCCL_BUFFSIZE=4194304 is set; Loom does not read it \\(LOOM_CHUNK_BYTES");
-  EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0), "NCCL_ALGO=\\^NVLS is set; ignored");
+  EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0),
+              "NCCL_ALGO=\\^NVLS is set; not read: it allows both ring and tree");
+  EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0), "NCCL_PROTO=Simple is read as LOOM_DEVICE_LL_BYTES=0");
   EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0),
               "NCCL_SOCKET_IFNAME=lo is set; LOOM_SOCKET_IFNAME is set too and wins");
 }
