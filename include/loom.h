@@ -222,6 +222,12 @@ LOOM_API loomResult_t loomRecvAny(void* recvbuff, size_t count, loomDataType_t d
 
 LOOM_API loomResult_t loomGroupStart(void);
 LOOM_API loomResult_t loomGroupEnd(void);
+/* Ends the group as loomGroupEnd does but runs none of its operations: *estimatedUs receives the time
+ * Loom's cost model predicts for them on this rank, in microseconds (each communicator's collectives
+ * one after another as the tuner would plan them, then its sends and receives; communicators side by
+ * side). An inner level (nested groups) closes and reports 0: the outermost end decides. NCCL's
+ * ncclGroupSimulateEnd is answered with it. */
+LOOM_API loomResult_t loomGroupSimulateEnd(double* estimatedUs);
 
 /*
  * Loom extension (not in NCCL): asynchronous host operations.

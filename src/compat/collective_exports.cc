@@ -1,5 +1,7 @@
 // Collectives, point-to-point, groups and user reduction operators: Loom's own calls, argument for
 // argument (Loom's API has NCCL's order, types and in-place rules).
+#include <cstddef>
+
 #include "compat/exports.h"
 #include "compat/last_error.h"
 
@@ -96,6 +98,23 @@ LOOM_NCCL_EXPORT ncclResult_t pncclGroupEnd() {
   return toNccl(loomGroupEnd());
 }
 LOOM_NCCL_ALIAS(ncclGroupEnd)
+
+// Answered by Loom's cost model (loomGroupSimulateEnd); the group ends and nothing runs, as in NCCL.
+// ncclSimInfo_t is read by its header, as NCCL reads it: a caller's struct may be older or newer.
+LOOM_NCCL_EXPORT ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  forgetError();
+  constexpr size_t kNeeded = offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float);
+  if (!simInfo) return fail(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo is NULL");
+  if (simInfo->magic != kNcclSimInfoMagic || simInfo->size < kNeeded)
+    return fail(ncclInvalidArgument,
+                "ncclGroupSimulateEnd: simInfo was not set up with NCCL_SIM_INFO_INITIALIZER (its size or magic "
+                "is wrong); the group is still open");
+  double us = 0;
+  const ncclResult_t result = toNccl(loomGroupSimulateEnd(&us));
+  if (result == ncclSuccess) simInfo->estimatedTime = static_cast<float>(us);
+  return result;
+}
+LOOM_NCCL_ALIAS(ncclGroupSimulateEnd)
 
 LOOM_NCCL_EXPORT ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                                         ncclScalarResidence_t residence, ncclComm_t comm) {

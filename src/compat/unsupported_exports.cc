@@ -125,14 +125,6 @@ LOOM_NCCL_EXPORT ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t, size_t, in
 }
 LOOM_NCCL_ALIAS(ncclGetPeerDevicePointer)
 
-// Ends nothing: the group the caller opened stays open, to be ended (and run) by ncclGroupEnd.
-LOOM_NCCL_EXPORT ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
-  if (simInfo && simInfo->magic == kNcclSimInfoMagic) simInfo->estimatedTime = kNcclUndefFloat;
-  return notServed("ncclGroupSimulateEnd", "Loom's cost model does not answer it yet; the group is still open: end "
-                                           "it with ncclGroupEnd");
-}
-LOOM_NCCL_ALIAS(ncclGroupSimulateEnd)
-
 // Device-API resources (barriers, all-to-all slots, GIN mailboxes) are requirements for
 // ncclDevCommCreate, which Loom does not serve.
 LOOM_NCCL_EXPORT ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t, int, void*, void*) {

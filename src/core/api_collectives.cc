@@ -94,4 +94,8 @@ LOOM_API loomResult_t loomGroupStart(void) { return apiCall(nullptr, [] { return
 
 LOOM_API loomResult_t loomGroupEnd(void) { return apiCall(nullptr, [] { return groupEnd(); }); }
 
+LOOM_API loomResult_t loomGroupSimulateEnd(double* estimatedUs) {
+  return apiCall(nullptr, [=] { return groupSimulateEnd(estimatedUs); });
+}
+
 }  // extern "C"

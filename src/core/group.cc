@@ -400,6 +400,37 @@ Status runOperations(const std::vector<Operation>& ops) {
   return runHostAndStaged(ops, comms, routing);
 }
 
+// The cost model's time for a group, in microseconds: each communicator's collectives one after
+// another, then its sends and receives at once, as planForComm would run them; communicators run side
+// by side, so the group takes as long as its slowest one. Plan kernels' operations are timed on the
+// device model, the rest (staged ones too: their copies are not counted) on the host model.
+Status predictGroup(const std::vector<Operation>& ops, double* us) {
+  const Routing routing = device::cudaUsable() ? routeOperations(ops) : Routing{std::vector<Route>(ops.size(), Route::Host), {}};
+  *us = 0;
+  for (loomComm_t comm : commsOf(ops)) {
+    std::lock_guard<std::mutex> lock(comm->busy);
+    LOOM_TRY(checkCommUsable(comm));
+    double commUs = 0;
+    std::vector<Operation> p2p;
+    PlanFor p2pTarget = PlanFor::Host;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].comm != comm) continue;
+      const PlanFor target = routing.route[i] == Route::Kernel ? PlanFor::Device : PlanFor::Host;
+      if (ops[i].coll == Collective::SendRecv) {
+        p2p.push_back(ops[i]);
+        p2pTarget = target;  // one plan: all kernels or none (routeOperations)
+        continue;
+      }
+      double t = 0;
+      if (ops[i].count > 0) LOOM_TRY(predictCollective(comm, ops[i], target, &t));
+      commUs += t;
+    }
+    if (!p2p.empty()) commUs += predictPointToPoint(comm, p2p, p2pTarget);
+    *us = std::max(*us, commUs);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status submitOperation(const Operation& op) {
@@ -430,6 +461,18 @@ Status groupEnd() {
   ops.swap(tlsGroup.ops);
   if (ops.empty()) return Status::Ok();
   return runOperations(ops);
+}
+
+Status groupSimulateEnd(double* estimatedUs) {
+  if (!estimatedUs) return invalidArgument("loomGroupSimulateEnd: estimatedUs is NULL");
+  if (tlsGroup.depth == 0) return errorStatus(loomInvalidUsage, "loomGroupSimulateEnd without loomGroupStart");
+  *estimatedUs = 0;
+  // An inner end closes its level only, as loomGroupEnd does: the outermost end decides.
+  if (--tlsGroup.depth > 0) return Status::Ok();
+  std::vector<Operation> ops;
+  ops.swap(tlsGroup.ops);  // nothing runs: the group's operations are dropped once timed
+  if (ops.empty()) return Status::Ok();
+  return predictGroup(ops, estimatedUs);
 }
 
 }  // namespace loom

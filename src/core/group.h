@@ -13,5 +13,8 @@ namespace loom {
 Status submitOperation(const Operation& op);
 Status groupStart();
 Status groupEnd();
+// Ends the group like groupEnd, but runs nothing: *estimatedUs is what the cost model predicts the
+// group would take (0 for an inner level, whose operations the outermost end decides).
+Status groupSimulateEnd(double* estimatedUs);
 
 }  // namespace loom

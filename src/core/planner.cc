@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "algorithms/builders.h"
+#include "algorithms/point_to_point_model.h"
 #include "algorithms/verifier.h"
 #include "base/datatype.h"
 #include "base/log.h"
@@ -12,9 +13,11 @@
 
 namespace loom {
 
-Status chooseTunedPlan(loomComm_t comm, const Operation& op, PlanFor target, Algorithm* algo, PlanRequest* req,
-                       std::string* note) {
-  Tuner& tuner = target == PlanFor::Host ? *comm->tuner : *comm->deviceTuner;
+namespace {
+
+Tuner& tunerFor(loomComm_t comm, PlanFor target) { return target == PlanFor::Host ? *comm->tuner : *comm->deviceTuner; }
+
+TuneRequest tuneRequestOf(loomComm_t comm, const Operation& op) {
   TuneRequest t;
   t.coll = op.coll;
   t.count = op.count;
@@ -25,6 +28,15 @@ Status chooseTunedPlan(loomComm_t comm, const Operation& op, PlanFor target, Alg
   t.forcedAlgorithm = comm->settings.forcedAlgorithm;
   t.forcedChunkBytes = comm->settings.forcedChunkBytes;
   t.forcedChannels = comm->settings.forcedChannels;
+  return t;
+}
+
+}  // namespace
+
+Status chooseTunedPlan(loomComm_t comm, const Operation& op, PlanFor target, Algorithm* algo, PlanRequest* req,
+                       std::string* note) {
+  Tuner& tuner = tunerFor(comm, target);
+  const TuneRequest t = tuneRequestOf(comm, op);
   TuneChoice choice;
   LOOM_TRY(tuner.choosePlan(t, &choice));
   *algo = choice.algorithm;
@@ -199,6 +211,22 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, Plan
   // output lines were just read as input and are cached already; streaming them out was measured slower).
   out->streamOutput = recvBytes >= kStreamOutputBytes && !overlaps(send, sendBytes, op.recv, recvBytes);
   return Status::Ok();
+}
+
+Status predictCollective(loomComm_t comm, const Operation& op, PlanFor target, double* us) {
+  Tuner& tuner = tunerFor(comm, target);
+  const TuneRequest t = tuneRequestOf(comm, op);
+  TuneChoice choice;
+  LOOM_TRY(tuner.choosePlan(t, &choice));
+  return tuner.predict(t, choice, us);
+}
+
+double predictPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, PlanFor target) {
+  std::vector<P2pOp> p2p;
+  for (const Operation& op : ops)
+    if (const uint64_t bytes = op.count * dataTypeSize(op.dtype); bytes > 0)
+      p2p.push_back(P2pOp{op.isSend, op.anySource ? kAnyPeer : op.root, bytes});
+  return predictPointToPointUs(tunerFor(comm, target).machine(), comm->rank, p2p, 1, comm->transports->slotBytes());
 }
 
 Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out, PlanFor target) {

@@ -27,6 +27,12 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, Plan
 Status chooseTunedPlan(loomComm_t comm, const Operation& op, PlanFor target, Algorithm* algo, PlanRequest* req,
                        std::string* note);
 
+// What the cost model predicts for a collective as chooseTunedPlan would plan it, in microseconds.
+Status predictCollective(loomComm_t comm, const Operation& op, PlanFor target, double* us);
+// What the machine model predicts for one group's sends and receives on one communicator
+// (algorithms/point_to_point_model.h), in microseconds.
+double predictPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, PlanFor target);
+
 // All send/recv operations of one group on one communicator, in call order: on the host transports'
 // point-to-point channel (PlanFor::Host), or on device FIFO channel 0 (PlanFor::Device).
 Status planPointToPoint(loomComm_t comm, const std::vector<Operation>& ops, BoundPlan* out,

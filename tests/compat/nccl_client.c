@@ -1,7 +1,7 @@
 /* A program written for NCCL, compiled against NVIDIA's nccl.h and linked with -lnccl, run with Loom's
  * libnccl.so.2: every collective, grouped send/recv, ncclCommSplit, a PreMulSum operator, a
  * nonblocking init polled with ncclCommGetAsyncError, registration, the parameter calls (2.30
- * headers) and bad arguments, on host memory, each result checked element by element. Built against
+ * headers), ncclGroupSimulateEnd and bad arguments, on host memory, each result checked element by element. Built against
  * each NVIDIA header found (an older header's smaller ncclConfig_t must work as well).
  *
  *   nccl_client threads|processes|initall NRANKS
@@ -227,6 +227,50 @@ static int parameters(struct rank_args* a, ncclComm_t comm) {
   return 0;
 }
 
+/* ncclGroupSimulateEnd: Loom's cost model times the group and nothing runs; the group is closed after. */
+static int simulate(struct rank_args* a, ncclComm_t comm) {
+  enum { BIG = 1 << 20 };
+  float* send = calloc(BIG, sizeof(float));
+  float* recv = malloc(BIG * sizeof(float));
+  if (!send || !recv) return 1;
+  for (int i = 0; i < BIG; ++i) recv[i] = -1.0f;
+  ncclSimInfo_t small = NCCL_SIM_INFO_INITIALIZER, big = NCCL_SIM_INFO_INITIALIZER, p2p = NCCL_SIM_INFO_INITIALIZER;
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllReduce(send, recv, 256, ncclFloat32, ncclSum, comm, NULL));
+  CHECK(ncclGroupSimulateEnd(&small));
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllReduce(send, recv, BIG, ncclFloat32, ncclSum, comm, NULL));
+  CHECK(ncclGroupSimulateEnd(&big));
+  const int n = a->nranks, me = a->rank;
+  CHECK(ncclGroupStart());
+  CHECK(ncclSend(send, BIG, ncclFloat32, (me + 1) % n, comm, NULL));
+  CHECK(ncclRecv(recv, BIG, ncclFloat32, (me + n - 1) % n, comm, NULL));
+  CHECK(ncclGroupSimulateEnd(&p2p));
+  for (int i = 0; i < BIG; ++i) EXPECT(recv[i] == -1.0f, "a simulated group wrote recv[%d]", i);
+  if (n > 1) {
+    EXPECT(small.estimatedTime > 0 && big.estimatedTime > 2 * small.estimatedTime && p2p.estimatedTime > 0,
+           "estimates: 1 KiB allreduce %g us, 4 MiB allreduce %g us, 4 MiB send/recv %g us", small.estimatedTime,
+           big.estimatedTime, p2p.estimatedTime);
+  } else {
+    EXPECT(small.estimatedTime == 0 && big.estimatedTime == 0, "one rank moves nothing: %g, %g", small.estimatedTime,
+           big.estimatedTime);
+  }
+  /* Misuse: no group open; a struct not made by the initializer (the group stays open, then runs). */
+  EXPECT(ncclGroupSimulateEnd(&small) == ncclInvalidUsage, "simulate without a group");
+  ncclSimInfo_t bad = NCCL_SIM_INFO_INITIALIZER;
+  bad.magic = 0;
+  int one = 1, total = 0;
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllReduce(&one, &total, 1, ncclInt32, ncclSum, comm, NULL));
+  EXPECT(ncclGroupSimulateEnd(&bad) == ncclInvalidArgument, "a bad simInfo is refused");
+  EXPECT(strstr(ncclGetLastError(comm), "NCCL_SIM_INFO_INITIALIZER") != NULL, "says: %s", ncclGetLastError(comm));
+  CHECK(ncclGroupEnd());
+  EXPECT(total == n, "the group after a refused simulation ran: %d", total);
+  free(send);
+  free(recv);
+  return 0;
+}
+
 static int run(struct rank_args* a) {
   ncclComm_t comm = NULL;
   int version = 0;
@@ -238,7 +282,8 @@ static int run(struct rank_args* a) {
   CHECK(ncclCommUserRank(comm, &rank));
   EXPECT(count == a->nranks && rank == a->rank, "count %d rank %d", count, rank);
   int failed = collectives(a, comm) || premulsum(a, comm) || split(a, comm) || registration(a, comm) ||
-               nonblocking_init(a, comm) || parameters(a, comm) || memory(a, comm) || bad_arguments(a, comm);
+               nonblocking_init(a, comm) || parameters(a, comm) || memory(a, comm) || simulate(a, comm) ||
+               bad_arguments(a, comm);
   CHECK(ncclCommFinalize(comm));
   CHECK(ncclCommDestroy(comm));
   return failed;

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "algorithms/builders.h"
+#include "algorithms/point_to_point_model.h"
 #include "algorithms/verifier.h"
 
 namespace loom {
@@ -108,6 +109,33 @@ TEST(P2p, VerifierCatchesUnpairedGroups) {
   const Status mismatch = verifyP2pPlans(2, {{send(1, 5)}, {recv(0, 5)}}, 4, plans);
   EXPECT_FALSE(mismatch.ok());
   EXPECT_NE(mismatch.message().find("sent"), std::string::npos) << mismatch.message();
+}
+
+// The point-to-point time model (point_to_point_model.h): the farthest peer's latency, the busiest
+// direction and path, the CPU's copies and a step per message.
+TEST(PointToPointModel, TimesTheBusiestSide) {
+  MachineModel m;
+  m.nranks = 4;
+  m.ranksPerNode = 2;  // ranks 0,1 | 2,3
+  m.intraGbs = 10, m.intraLatencyUs = 1, m.nicGbs = 5, m.nicsPerNode = 1, m.netLatencyUs = 10, m.stepUs = 0.5;
+  m.copyGbs = 0;
+  const uint64_t mb = 1000000;  // 1 MB: 100 us at 10 GB/s
+  const std::vector<P2pOp> intra = {{true, 1, mb}, {false, 1, mb}};
+  EXPECT_DOUBLE_EQ(predictPointToPointUs(m, 0, intra, 1, mb), 1 + 100 + 2 * 0.5);
+  // Across nodes: two ranks share the node's NIC (2.5 GB/s each), the network's latency.
+  const std::vector<P2pOp> across = {{true, 2, mb}};
+  EXPECT_DOUBLE_EQ(predictPointToPointUs(m, 0, across, 1, mb), 10 + 400 + 0.5);
+  // Both together: the slower path decides, and the farther latency.
+  std::vector<P2pOp> both = intra;
+  both.push_back({true, 3, mb});
+  EXPECT_DOUBLE_EQ(predictPointToPointUs(m, 0, both, 1, mb), 10 + 400 + 3 * 0.5);
+  // Messages are cut at the chunk; elements count by their size; the CPU copies every byte.
+  EXPECT_DOUBLE_EQ(predictPointToPointUs(m, 0, {{{true, 1, mb / 4}}}, 4, mb / 4), 1 + 100 + 4 * 0.5);
+  m.copyGbs = 20;
+  EXPECT_DOUBLE_EQ(predictPointToPointUs(m, 0, intra, 1, mb), 1 + 100 + 100 + 2 * 0.5);
+  // To itself: a copy, no latency.
+  EXPECT_DOUBLE_EQ(predictPointToPointUs(m, 0, {{{true, 0, mb}, {false, 0, mb}}}, 1, mb), 100 + 2 * 0.5);
+  EXPECT_EQ(predictPointToPointUs(m, 0, {}, 1, mb), 0.0);
 }
 
 }  // namespace
