@@ -71,7 +71,8 @@ EOF
 prebuilt_targets=(libloom.so libloom_internal.a tools/perf/loom-perf tests/unit/device/test_device_rules
                   tests/gpu/gpu_host_only tests/gpu/gpu_kernels_device tests/gpu/gpu_dmabuf_device
                   tests/gpu/gpu_collectives_plans tests/gpu/gpu_collectives_threads
-                  tests/gpu/gpu_collectives_processes tests/gpu/gpu_collectives_hosts tests/gpu/loom-gpu-copy-bw)
+                  tests/gpu/gpu_collectives_processes tests/gpu/gpu_collectives_hosts tests/gpu/loom-gpu-copy-bw
+                  src/compat/libnccl.so.2.30.0)
 kit_limit_mib=40
 
 # The system's copies of the kit's packages (and every other pkg-config file) are hidden by mounting

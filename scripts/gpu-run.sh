@@ -8,8 +8,10 @@
 #                                           built against the machine's torch (for B) while time is left
 #   bash scripts/gpu-run.sh measure     (B) copy limit; loom-perf sweeps (1 rank, 2 rank threads, 2 rank
 #                                           processes) and 8 B latency; torch CUDA tensors over the loom
-#                                           backend, torch's NCCL at 1 rank as the reference row; while time
-#                                           is left, 2 threads' all_reduce over channels, slots, chunks
+#                                           backend, torch's NCCL at 1 rank as the reference row; torch's own
+#                                           NCCL backend over Loom's libnccl.so.2 (1 and 2 processes) and over
+#                                           NVIDIA's (1); while time is left, 2 threads' all_reduce over
+#                                           channels, slots, chunks
 #   bash scripts/gpu-run.sh STEP...     single steps: probe smoke plans extension staged hosts copy perf torch sweep
 #   bash scripts/gpu-run.sh --dry-run check measure
 #                                       the same steps, selections and summary against FakeCuda (no GPU;
@@ -147,7 +149,7 @@ for step in "${steps[@]}"; do
       ;;
     torch)
       ensure_binaries || continue
-      step_extension "$bin" && step_torch
+      step_extension "$bin" && step_torch "$bin"
       ;;
     sweep)
       ensure_binaries || continue

@@ -100,9 +100,30 @@ step_sweep() {
   done
 }
 
-# torch tensors of the device over the loom backend next to torch's own backend; the CUDA tests.
+# dropin_item NAME NPROCS [VAR=VALUE...]: torch's own backend over the libnccl.so.2 the loader binds
+# (perf/torch_nccl_dropin.py: checked all_reduce and DDP step, then timed), its rows into rows.jsonl.
+dropin_item() {
+  local name=$1 np=$2
+  shift 2
+  local backend=nccl
+  [ "$torch_device" = cpu ] && backend=gloo  # the dry run: the same script and checks, no GPU for NCCL
+  item_run "$name" 20 150 env "$@" PYTHONUNBUFFERED=1 python3 perf/torch_nccl_dropin.py --backend "$backend" \
+    --device "$torch_device" -np "$np" -b 8 -e "$max_bytes" -f 16 --json "$items_work/$name.json" || return
+  python3 - "$items_work/$name.json" "$name" >>"$rows" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for row in doc["rows"]:
+    print(json.dumps({"kind": "dropin", "item": sys.argv[2], "nprocs": doc["nprocs"], "backend": doc["backend"],
+                      "library": doc["library"], "version": doc["version"], **row}))
+EOF
+}
+
+# torch tensors of the device over the loom backend next to torch's own backend; torch's ProcessGroupNCCL
+# over Loom's libnccl.so.2 (preloaded) at 1 and 2 processes (2 on one GPU: NVIDIA's refuses that)
+# next to NVIDIA's NCCL at 1 process; the CUDA tests.
 step_torch() {
-  local np peer
+  local bin=$1 np peer
+  local dropin="$bin/src/compat/libnccl.so.2.30.0"
   for np in 1 2; do
     # torch's NCCL refuses two ranks on one GPU: the 2-process row is Loom's alone.
     peer=$torch_peer
@@ -117,6 +138,9 @@ for row in doc["rows"]:
     print(json.dumps({"kind": "torch", "nprocs": int(sys.argv[2]), "device": doc["device"], "peer": doc["peer"], **row}))
 EOF
   done
+  dropin_item torch-dropin-1proc 1 LD_PRELOAD="$dropin"
+  dropin_item torch-nvidia-nccl-1proc 1
+  dropin_item torch-dropin-2proc 2 LD_PRELOAD="$dropin"
   item_run torch-cuda-tests 30 240 env PYTHONPATH="$torch_path" \
     python3 -m pytest -q -p no:cacheprovider tests/python/test_cuda.py
   # A run on a GPU where torch sees CUDA must not pass by skipping.

@@ -147,6 +147,23 @@ def torch_lines(rows):
     return out
 
 
+def dropin_lines(rows):
+    dropin = [r for r in rows if r["kind"] == "dropin"]
+    if not dropin:
+        return []
+    out = ["torch's own backend over the libnccl.so.2 bound (checked all_reduce and DDP step passed):"]
+    for item in sorted({r["item"] for r in dropin}):
+        sel = [r for r in dropin if r["item"] == item]
+        parts = []
+        for s in (SIZES[0], SIZES[-1]):
+            r = nearest(sel, s)
+            if r is not None:
+                parts.append(f"{human(r['bytes'])} {r['time_us']:.1f} us ({r['algbw_GBps']:.2f} GB/s)")
+        lib = os.path.basename(sel[0]["library"] or "none")
+        out.append(f"  {item} ({sel[0]['backend']}, {lib} {sel[0]['version']}): " + "; ".join(parts))
+    return out
+
+
 def main():
     folder = pathlib.Path(sys.argv[1])
     items = read_items(folder)
@@ -162,7 +179,8 @@ def main():
     if os.environ.get("LOOM_GPU_DRY_RUN") == "1":
         lines.append("(a dry run: FakeCuda's figures are host threads', the goals say nothing here)")
     copy, limit = copy_lines(rows)
-    lines += copy + perf_lines(rows, limit) + latency_lines(rows) + torch_lines(rows) + sweep_lines(rows)
+    lines += (copy + perf_lines(rows, limit) + latency_lines(rows) + torch_lines(rows) + dropin_lines(rows)
+              + sweep_lines(rows))
     passed = sum(it["status"] == "PASS" for it in items)
     failed = sum(it["status"] in ("FAIL", "TIMEOUT") for it in items)
     skipped = sum(it["status"] == "SKIP" for it in items)
