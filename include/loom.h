@@ -171,6 +171,36 @@ LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomCom
 LOOM_API loomResult_t loomCommFinalize(loomComm_t comm);
 LOOM_API loomResult_t loomCommDestroy(loomComm_t comm);
 LOOM_API loomResult_t loomCommAbort(loomComm_t comm);
+
+/*
+ * Going on without lost ranks, and admitting new ones (NCCL 2.27-2.29's shrink, revoke and grow).
+ *
+ * loomCommRevoke: this rank's outstanding operations on comm fail at once, and so do its peers'
+ * operations waiting on it (they are told); later operations are refused ("was revoked"). It returns
+ * once no operation of this rank runs on comm. Ready for loomCommShrink or loomCommDestroy.
+ * revokeFlags must be LOOM_REVOKE_DEFAULT.
+ *
+ * loomCommShrink: every rank of comm not in excludeRanks calls it with the same list; *newcomm holds
+ * them in their old order, renumbered from 0. No rendezvous of the parent is repeated: the first
+ * remaining rank hands a new communicator's id to the others over connections made from the
+ * addresses the parent's init exchanged, so an excluded (dead) rank takes no part. Without
+ * LOOM_SHRINK_ABORT it waits for the parent's operations of this rank to end; with it they are
+ * revoked first (after a failure, when a peer is dead). A rank that dies during the call makes it fail
+ * within the communicator's timeout. config NULL: the parent's name and timeout.
+ *
+ * loomCommGetUniqueId + loomCommGrow: one rank of comm calls loomCommGetUniqueId and hands the id to
+ * the ranks that join; then every rank of comm calls loomCommGrow(comm, nranks, NULL, -1, ...) (they
+ * keep their numbers; the id reaches them through comm) and every joining rank calls
+ * loomCommGrow(NULL, nranks, &id, rank, ...) with rank from comm's size to nranks - 1. */
+#define LOOM_REVOKE_DEFAULT 0
+#define LOOM_SHRINK_DEFAULT 0x0
+#define LOOM_SHRINK_ABORT 0x1
+LOOM_API loomResult_t loomCommRevoke(loomComm_t comm, int revokeFlags);
+LOOM_API loomResult_t loomCommShrink(loomComm_t comm, int* excludeRanks, int excludeRanksCount, loomComm_t* newcomm,
+                                     loomConfig_t* config, int shrinkFlags);
+LOOM_API loomResult_t loomCommGetUniqueId(loomComm_t comm, loomUniqueId* uniqueId);
+LOOM_API loomResult_t loomCommGrow(loomComm_t comm, int nranks, const loomUniqueId* uniqueId, int rank,
+                                   loomComm_t* newcomm, loomConfig_t* config);
 LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError);
 LOOM_API loomResult_t loomCommCount(const loomComm_t comm, int* count);
 LOOM_API loomResult_t loomCommCuDevice(const loomComm_t comm, int* device);

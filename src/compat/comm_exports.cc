@@ -77,6 +77,42 @@ LOOM_NCCL_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key
 }
 LOOM_NCCL_ALIAS(ncclCommSplit)
 
+// Shrink, revoke and grow: Loom's own (loom.h), with NCCL's flags and argument order.
+static_assert(kNcclShrinkAbort == LOOM_SHRINK_ABORT);
+
+LOOM_NCCL_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                              ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  forgetError();
+  loomConfig_t read;
+  if (ncclResult_t r = readConfig(config, &read); r != ncclSuccess) return r;
+  return toNccl(loomCommShrink(toLoom(comm), excludeRanksList, excludeRanksCount, reinterpret_cast<loomComm_t*>(newcomm),
+                               config ? &read : nullptr, shrinkFlags));
+}
+LOOM_NCCL_ALIAS(ncclCommShrink)
+
+LOOM_NCCL_EXPORT ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  forgetError();
+  return toNccl(loomCommRevoke(toLoom(comm), revokeFlags));
+}
+LOOM_NCCL_ALIAS(ncclCommRevoke)
+
+LOOM_NCCL_EXPORT ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  forgetError();
+  static_assert(sizeof(ncclUniqueId) == sizeof(loomUniqueId));
+  return toNccl(loomCommGetUniqueId(toLoom(comm), reinterpret_cast<loomUniqueId*>(uniqueId)));
+}
+LOOM_NCCL_ALIAS(ncclCommGetUniqueId)
+
+LOOM_NCCL_EXPORT ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                            ncclComm_t* newcomm, ncclConfig_t* config) {
+  forgetError();
+  loomConfig_t read;
+  if (ncclResult_t r = readConfig(config, &read); r != ncclSuccess) return r;
+  return toNccl(loomCommGrow(toLoom(comm), nRanks, reinterpret_cast<const loomUniqueId*>(uniqueId), rank,
+                             reinterpret_cast<loomComm_t*>(newcomm), config ? &read : nullptr));
+}
+LOOM_NCCL_ALIAS(ncclCommGrow)
+
 LOOM_NCCL_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   forgetError();
   return toNccl(loomCommFinalize(toLoom(comm)));

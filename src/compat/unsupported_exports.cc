@@ -15,34 +15,11 @@ ncclResult_t notServed(const char* function, const char* why) {
   return fail(ncclInvalidUsage, std::string(function) + ": not served by Loom's libnccl.so.2 (" + why + ")");
 }
 
-constexpr const char* kElastic = "shrink, revoke and grow come with Loom's elasticity work; until then a "
-                                 "communicator with a lost rank is aborted and made again";
 constexpr const char* kWindows = "Loom has no symmetric-memory windows or one-sided operations; use send/recv or "
                                  "collectives";
 constexpr const char* kDevice = "NCCL's device API (kernels that communicate by themselves) has no Loom equivalent";
 
 }  // namespace
-
-LOOM_NCCL_EXPORT ncclResult_t pncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
-  if (newcomm) *newcomm = nullptr;
-  return notServed("ncclCommShrink", kElastic);
-}
-LOOM_NCCL_ALIAS(ncclCommShrink)
-
-LOOM_NCCL_EXPORT ncclResult_t pncclCommRevoke(ncclComm_t, int) { return notServed("ncclCommRevoke", kElastic); }
-LOOM_NCCL_ALIAS(ncclCommRevoke)
-
-LOOM_NCCL_EXPORT ncclResult_t pncclCommGrow(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t* newcomm,
-                                            ncclConfig_t*) {
-  if (newcomm) *newcomm = nullptr;
-  return notServed("ncclCommGrow", kElastic);
-}
-LOOM_NCCL_ALIAS(ncclCommGrow)
-
-LOOM_NCCL_EXPORT ncclResult_t pncclCommGetUniqueId(ncclComm_t, ncclUniqueId*) {
-  return notServed("ncclCommGetUniqueId", kElastic);
-}
-LOOM_NCCL_ALIAS(ncclCommGetUniqueId)
 
 LOOM_NCCL_EXPORT ncclResult_t pncclCommSuspend(ncclComm_t, int) {
   return notServed("ncclCommSuspend", "Loom does not release a communicator's memory while it lives");

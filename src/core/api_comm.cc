@@ -13,10 +13,7 @@
 
 using namespace loom;
 
-namespace {
-
-// How long loomCommDestroy waits for network peers to close too (TransportSet::closeNet).
-constexpr int64_t kNetGoodbyeMs = 2000;
+namespace loom {
 
 // Calls still leaving (a released operation recording its error) finish before the memory goes.
 void destroyComm(loomComm_t comm) {
@@ -24,8 +21,8 @@ void destroyComm(loomComm_t comm) {
   delete comm;
 }
 
-Status initRank(loomComm_t* out, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config,
-                int cudaDevice) {
+Status createCommunicator(loomComm_t* out, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config,
+                          int cudaDevice) {
   if (out == nullptr) return invalidArgument("comm pointer is NULL");
   *out = nullptr;
   auto comm = std::make_unique<loomComm>();
@@ -34,6 +31,18 @@ Status initRank(loomComm_t* out, int nranks, const loomUniqueId& id, int rank, c
   if (!st.ok()) return st;
   *out = comm.release();
   return Status::Ok();
+}
+
+}  // namespace loom
+
+namespace {
+
+// How long loomCommDestroy waits for network peers to close too (TransportSet::closeNet).
+constexpr int64_t kNetGoodbyeMs = 2000;
+
+Status initRank(loomComm_t* out, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config,
+                int cudaDevice) {
+  return createCommunicator(out, nranks, id, rank, config, cudaDevice);
 }
 
 }  // namespace

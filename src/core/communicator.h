@@ -107,6 +107,10 @@ struct loomComm {
   // What a caller's thread (blocking operations, under `busy`) does about a peer on its core.
   std::unique_ptr<loom::CoreSharing> callerSharing;
   std::vector<loom::CustomRedOp> customOps;
+  // loomCommGetUniqueId's id for a coming loomCommGrow (core/api_elastic.cc), and how many shrinks this
+  // communicator made (each tags its hand-over connections with the count: every rank calls them in order).
+  std::optional<loomUniqueId> growId;
+  int shrinks = 0;
 
   // "comm 'name' rank r/n" for messages.
   std::string describe() const;
@@ -120,6 +124,11 @@ namespace loom {
 
 // Joins the communicator described by `id` as `rank` of `nranks` (blocks until all ranks joined).
 Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config);
+// A new communicator made by initCommunicator, on CUDA device `cudaDevice` (-1: none); *out is NULL on error.
+Status createCommunicator(loomComm** out, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config,
+                          int cudaDevice);
+// Frees a communicator once no API call naming it is in flight.
+void destroyComm(loomComm* comm);
 
 // Ok when the communicator may start an operation; loomInvalidUsage when it was aborted, finalized
 // or broken by an earlier error (which the message repeats).

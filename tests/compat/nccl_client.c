@@ -1,7 +1,7 @@
 /* A program written for NCCL, compiled against NVIDIA's nccl.h and linked with -lnccl, run with Loom's
  * libnccl.so.2: every collective, grouped send/recv, ncclCommSplit, a PreMulSum operator, a
  * nonblocking init polled with ncclCommGetAsyncError, registration, the parameter calls (2.30
- * headers), ncclGroupSimulateEnd and bad arguments, on host memory, each result checked element by element. Built against
+ * headers), ncclGroupSimulateEnd, ncclCommShrink and ncclCommRevoke, and bad arguments, on host memory, each result checked element by element. Built against
  * each NVIDIA header found (an older header's smaller ncclConfig_t must work as well).
  *
  *   nccl_client threads|processes|initall NRANKS
@@ -179,8 +179,9 @@ static int bad_arguments(struct rank_args* a, ncclComm_t comm) {
   ncclComm_t other = NULL;
   EXPECT(ncclCommInitRankConfig(&other, a->nranks, a->id, a->rank, &config) == ncclInvalidArgument, "bad config");
   EXPECT(strstr(ncclGetLastError(NULL), "NCCL_CONFIG_INITIALIZER") != NULL, "says: %s", ncclGetLastError(NULL));
-  EXPECT(ncclCommShrink(comm, &x, 1, &other, NULL, NCCL_SHRINK_DEFAULT) == ncclInvalidUsage, "shrink not served");
-  EXPECT(strstr(ncclGetLastError(comm), "ncclCommShrink") != NULL, "says: %s", ncclGetLastError(comm));
+  EXPECT(ncclCommShrink(comm, &a->rank, 1, &other, NULL, NCCL_SHRINK_DEFAULT) == ncclInvalidArgument,
+         "a rank excluding itself");
+  EXPECT(strstr(ncclGetLastError(comm), "excludes itself") != NULL, "says: %s", ncclGetLastError(comm));
   return 0;
 }
 
@@ -271,6 +272,27 @@ static int simulate(struct rank_args* a, ncclComm_t comm) {
   return 0;
 }
 
+/* ncclCommShrink without the last rank (it takes no part), then ncclCommRevoke of the smaller one. */
+static int shrink_and_revoke(struct rank_args* a, ncclComm_t comm) {
+  const int last = a->nranks - 1;
+  if (a->nranks < 2 || a->rank == last) return 0;
+  int excluded = last;
+  ncclComm_t smaller = NULL;
+  CHECK(ncclCommShrink(comm, &excluded, 1, &smaller, NULL, NCCL_SHRINK_DEFAULT));
+  int count = 0, rank = -1;
+  CHECK(ncclCommCount(smaller, &count));
+  CHECK(ncclCommUserRank(smaller, &rank));
+  EXPECT(count == a->nranks - 1 && rank == a->rank, "shrunk to rank %d of %d", rank, count);
+  int one = 1, total = 0;
+  CHECK(ncclAllReduce(&one, &total, 1, ncclInt32, ncclSum, smaller, NULL));
+  EXPECT(total == count, "allreduce over the shrunk comm: %d", total);
+  CHECK(ncclCommRevoke(smaller, NCCL_REVOKE_DEFAULT));
+  EXPECT(ncclAllReduce(&one, &total, 1, ncclInt32, ncclSum, smaller, NULL) != ncclSuccess, "a revoked comm runs");
+  EXPECT(strstr(ncclGetLastError(smaller), "revoked") != NULL, "says: %s", ncclGetLastError(smaller));
+  CHECK(ncclCommDestroy(smaller));
+  return 0;
+}
+
 static int run(struct rank_args* a) {
   ncclComm_t comm = NULL;
   int version = 0;
@@ -283,7 +305,7 @@ static int run(struct rank_args* a) {
   EXPECT(count == a->nranks && rank == a->rank, "count %d rank %d", count, rank);
   int failed = collectives(a, comm) || premulsum(a, comm) || split(a, comm) || registration(a, comm) ||
                nonblocking_init(a, comm) || parameters(a, comm) || memory(a, comm) || simulate(a, comm) ||
-               bad_arguments(a, comm);
+               bad_arguments(a, comm) || shrink_and_revoke(a, comm);
   CHECK(ncclCommFinalize(comm));
   CHECK(ncclCommDestroy(comm));
   return failed;
