@@ -151,3 +151,43 @@ def timeout_job(rank, outdir, port):
 
     rec.run("timeout_maps_to_loom", late_peer)
     dist.destroy_process_group()
+
+
+def shrink_job(rank, outdir, port, abort):
+    """dist.shrink_group on the loom backend: 4 ranks; rank 3 dies without a word (abort: while the
+    others loop on all_reduces, which must fail naming it, then SHRINK_ABORT) or leaves in order
+    (SHRINK_DEFAULT); ranks 0-2 shrink the default group without it and check an all_reduce on it."""
+    import loom.torch  # noqa: F401
+    from torch.distributed.distributed_c10d import SHRINK_ABORT, SHRINK_DEFAULT
+
+    dist.init_process_group("loom", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=4,
+                            timeout=timedelta(seconds=60))
+    dist.all_reduce(torch.ones(4))  # all four ranks are up
+    if rank == 3:
+        if abort:
+            os._exit(0)  # gone: no destroy, no goodbye to the peers
+        dist.destroy_process_group()
+        return
+    rec = Recorder(outdir, rank)
+
+    def shrink():
+        if abort:
+            try:
+                for _ in range(100000):
+                    dist.all_reduce(torch.ones(1024))
+            except RuntimeError as e:
+                assert "rank 3" in str(e), str(e)
+            else:
+                raise AssertionError("all_reduces went on after rank 3 died")
+        group = dist.shrink_group([3], shrink_flags=SHRINK_ABORT if abort else SHRINK_DEFAULT)
+        assert (group.size(), group.rank()) == (3, rank), (group.size(), group.rank())
+        pattern = torch.arange(1003) % 7
+        x = (pattern + rank + 1).float()
+        dist.all_reduce(x, group=group)
+        assert torch.equal(x, (pattern * 3 + 6).float()), x
+        y = torch.ones(5)  # the shrunk group is the default one now
+        dist.all_reduce(y)
+        assert y.tolist() == [3.0] * 5, y
+
+    rec.run("shrink_group", shrink)
+    dist.destroy_process_group()

@@ -2,6 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <climits>
+
 #include <c10/util/Exception.h>
 
 #include "loom_error.h"
@@ -28,10 +31,43 @@ void grouped(const std::function<void()>& calls) {
 LoomBackend::LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, const std::string& groupName)
     : c10d::Backend(rank, size),
+      store_(store),
       comm_(std::make_shared<Comm>(store, rank, size, timeout, "torch:" + groupName)),
       completer_(std::make_unique<Completer>(comm_)),
       monitored_(store, rank, size, comm_->storePrefix()) {
   init();
+}
+
+LoomBackend::LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, std::shared_ptr<Comm> comm)
+    : c10d::Backend(comm->rank(), comm->size()),
+      store_(store),
+      comm_(std::move(comm)),
+      completer_(std::make_unique<Completer>(comm_)),
+      monitored_(store, comm_->rank(), comm_->size(), comm_->storePrefix()) {
+  init();
+}
+
+c10::intrusive_ptr<c10d::Backend> LoomBackend::shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+                                                      const c10::intrusive_ptr<Options>& /*optsOverride*/) {
+  TORCH_CHECK(!coalescing_, "Loom: shrink inside a coalescing block");
+  std::vector<int> excluded;
+  for (int64_t r : ranksToExclude) {
+    TORCH_CHECK(r >= 0 && r < size_, "Loom shrink: rank ", r, " is outside 0..", size_ - 1);
+    excluded.push_back(static_cast<int>(r));
+  }
+  static_assert(LOOM_SHRINK_ABORT == 1, "torch's SHRINK_ABORT");
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.blocking = 0;  // as every group's communicator (comm.h)
+  const std::string name = comm_->name() + ":shrunk";
+  config.commName = name.c_str();
+  config.timeoutMs = static_cast<int>(std::clamp<int64_t>(comm_->timeout().count(), 1, INT_MAX));
+  loomComm_t child = nullptr;
+  // The parent's queued works end first (with SHRINK_ABORT, failed): loomCommShrink waits for them.
+  checkCall(loomCommShrink(comm_->get(), excluded.data(), static_cast<int>(excluded.size()), &child, &config, shrinkFlags),
+            "loomCommShrink");
+  // A new key space in the store for the child's monitored barrier: one per shrink of this group.
+  const std::string prefix = comm_->storePrefix() + "shrink/" + std::to_string(shrinks_++) + "/";
+  return c10::make_intrusive<LoomBackend>(store_, std::make_shared<Comm>(child, comm_->timeout(), name, prefix));
 }
 
 LoomBackend::~LoomBackend() { shutdown(); }

@@ -29,7 +29,15 @@ class LoomBackend : public c10d::Backend {
  public:
   LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
               const std::string& groupName);
+  // The group made by shrink(): its communicator adopted.
+  LoomBackend(const c10::intrusive_ptr<c10d::Store>& store, std::shared_ptr<Comm> comm);
   ~LoomBackend() override;
+
+  // dist.shrink_group: loomCommShrink without the excluded ranks (SHRINK_ABORT is LOOM_SHRINK_ABORT:
+  // the group's operations in flight are revoked first); the options override is not read.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& optsOverride) override;
 
   const std::string getBackendName() const override { return "loom"; }
   bool supportsCoalescing() const override { return true; }
@@ -116,10 +124,12 @@ class LoomBackend : public c10d::Backend {
   int checkRoot(int64_t root, const char* what) const;
   c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& t, const c10d::AllreduceOptions& opts);
 
+  c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Comm> comm_;
   std::unique_ptr<Completer> completer_;
   MonitoredBarrier monitored_;
   std::atomic<uint64_t> sequence_{0};
+  int shrinks_ = 0;  // groups made by shrink(): each has its own store keys
   std::mutex issueMutex_;  // issue order = Loom's op id order = completion order
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<LoomWork>> coalesced_;

@@ -51,6 +51,12 @@ Comm::Comm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std
   checkCall(loomCommInitRankConfig(&comm_, size, id, rank, &config), "loomCommInitRankConfig");
 }
 
+Comm::Comm(loomComm_t adopted, std::chrono::milliseconds timeout, const std::string& name, const std::string& storePrefix)
+    : comm_(adopted), rank_(0), size_(0), timeout_(timeout), name_(name), storePrefix_(storePrefix) {
+  checkCall(loomCommUserRank(comm_, &rank_), "loomCommUserRank");
+  checkCall(loomCommCount(comm_, &size_), "loomCommCount");
+}
+
 Comm::~Comm() { close(false); }
 
 loomComm_t Comm::get() const {

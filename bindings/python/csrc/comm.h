@@ -17,6 +17,9 @@ class Comm {
   // Rank 0 makes the unique id and publishes it in `store`; the others read it (store.get blocks).
   Comm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
        const std::string& name);
+  // Takes over `adopted` (made by loomCommShrink of the group `parent`), its store keys under
+  // `storePrefix`.
+  Comm(loomComm_t adopted, std::chrono::milliseconds timeout, const std::string& name, const std::string& storePrefix);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
