@@ -51,3 +51,12 @@ def test_plan_validation():
     out = run([sys.executable, os.path.join(EXAMPLES, "plan_validation.py"), "--ranks", "2", "--steps", "3",
                "--rounds", "1", "--per-layer", "1", "--no-calibrate"], timeout=600)
     assert "Spearman" in out or "spearman" in out, out
+
+
+def test_elastic_train():
+    """Two processes killed with SIGKILL at different steps (the first is rank 0, the shrink's leader and
+    the first store's host in a torchrun-less job): the others shrink twice and the loss goes on falling."""
+    out = run([sys.executable, os.path.join(EXAMPLES, "elastic_train.py"), "--steps", "40", "--kill", "0@10,3@25"])
+    assert "step 10: lost rank(s) [0]" in out and "continuing with 3 ranks" in out, out
+    assert "step 25: lost rank(s) [2]" in out and "continuing with 2 ranks" in out, out
+    assert "the loss went on falling (OK)" in out and "2 of 4 ranks finished 40 steps" in out, out

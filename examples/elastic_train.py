@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""A data-parallel GPT training that survives a killed rank: the survivors shrink the job and go on.
+
+    python3 examples/elastic_train.py                      # 4 ranks, rank 2 killed with SIGKILL at step 20
+    python3 examples/elastic_train.py --nprocs 8 --kill 3@20,6@40 --steps 80
+
+N processes (started here, which serves their store: no torchrun) train the small GPT of loom.parallel on the bigram language of
+train_gpt.py, each on its share of every step's global batch, averaging gradients with dist.all_reduce
+over the loom backend. Each process of --kill (RANK@STEP: its rank as started) kills itself with SIGKILL at
+that step, between backward and the gradient all_reduce. Every survivor's all_reduce then fails, naming
+the rank whose process died; the survivors shrink the default group without it (dist.shrink_group with SHRINK_ABORT: what was in flight is revoked),
+check that they all named the same rank, re-split the global batch over the ranks left and redo the
+step from their in-memory state (model and optimizer are the same on every survivor: the interrupted
+step changed neither). Rank 0 prints what happened and when, and the loss, which goes on falling; exits
+non-zero when it does not. Any other error (not a lost process) ends the run.
+"""
+import argparse
+import os
+import re
+import signal
+import socket
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.distributed_c10d import SHRINK_ABORT
+
+import loom.torch  # noqa: F401 - registers the "loom" backend
+from loom.parallel import gpt
+
+FOLLOWER_PROBS = torch.tensor([0.6, 0.3, 0.1])
+
+
+def grammar(vocab, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randperm(vocab, generator=gen)[:3] for _ in range(vocab)])
+
+
+def make_batch(followers, batch, seq_len, step, seed):
+    """The step's global batch, the same on every rank."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    tokens = torch.empty(batch, seq_len + 1, dtype=torch.long)
+    tokens[:, 0] = torch.randint(0, followers.shape[0], (batch,), generator=gen)
+    for i in range(seq_len):
+        choice = torch.multinomial(FOLLOWER_PROBS, batch, replacement=True, generator=gen)
+        tokens[:, i + 1] = followers[tokens[:, i], choice]
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def lost_ranks(error):
+    """The ranks whose process an error says died ("rank 2 (host pid 123, shm) died ...")."""
+    return sorted({int(r) for r in re.findall(r"rank (\d+) \([^)]*\) died", str(error))})
+
+
+def kill_plan(text):
+    """{step: original rank} from "RANK@STEP,..."; one rank per step, so that every error names it."""
+    plan = {}
+    for item in filter(None, text.split(",")):
+        rank, step = (int(v) for v in item.split("@"))
+        if step in plan:
+            raise SystemExit(f"elastic_train: two ranks killed at step {step}; kill them at different steps")
+        plan[step] = rank
+    return plan
+
+
+def say(rank, start, text):
+    if rank == 0:
+        print(f"[{time.monotonic() - start:7.2f} s] {text}", flush=True)
+
+
+def worker(rank, args, port, start):
+    torch.set_num_threads(1)
+    # The job's store is served by the launcher (as torchrun's agent does), not by a rank that may die.
+    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=args.timeout))
+    dist.init_process_group("loom", store=store, rank=rank, world_size=args.nprocs,
+                            timeout=timedelta(seconds=args.timeout))
+    config = gpt.GPTConfig(vocab=args.vocab, seq_len=args.seq_len, hidden=args.hidden, heads=4, layers=args.layers,
+                           seed=args.seed)
+    model = gpt.build_chunks(config)[0]
+    loss_fn = gpt.gpt_loss(None)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    followers = grammar(args.vocab, args.seed)
+    original = rank  # this process's rank in the job as started; dist.get_rank() is its rank now
+    kills = kill_plan(args.kill)
+    say(rank, start, f"{args.nprocs} ranks training; killed with SIGKILL: " +
+        (", ".join(f"rank {r} at step {s}" for s, r in sorted(kills.items())) or "none"))
+    losses, step = [], 0
+    while step < args.steps:
+        world, me = dist.get_world_size(), dist.get_rank()
+        inputs, targets = make_batch(followers, args.batch, args.seq_len, step, args.seed)
+        share = args.batch // world  # whole sequences per rank; the remainder is left out of the step
+        mine = slice(me * share, (me + 1) * share)
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs[mine]), targets[mine])
+        loss.backward()
+        if kills.get(step) == original:
+            os.kill(os.getpid(), signal.SIGKILL)  # mid-step: its gradients never arrive
+        flat = torch.cat([p.grad.reshape(-1) for p in params] + [loss.detach().reshape(1)])
+        failed_at = time.monotonic()
+        try:
+            dist.all_reduce(flat)
+        except RuntimeError as error:
+            lost = lost_ranks(error)
+            noticed = time.monotonic() - failed_at
+            if not lost:
+                raise
+            group = dist.shrink_group(lost, shrink_flags=SHRINK_ABORT)
+            views = [None] * group.size()
+            dist.all_gather_object(views, lost)
+            if any(v != lost for v in views):
+                raise RuntimeError(f"the survivors disagree on who is lost: {views}") from error
+            say(dist.get_rank(), start, f"step {step}: lost rank(s) {lost} ({noticed:.2f} s after the all_reduce "
+                f"began: {str(error).splitlines()[0][:160]}); shrank to {dist.get_world_size()} ranks in "
+                f"{time.monotonic() - failed_at - noticed:.2f} s; continuing with {dist.get_world_size()} ranks "
+                "from the same state")
+            continue  # the same step again, on the ranks left
+        flat /= world
+        offset = 0
+        for p in params:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+        optimizer.step()
+        losses.append(flat[-1].item())
+        if step % args.log_every == 0 or step == args.steps - 1:
+            say(dist.get_rank(), start, f"step {step:4d}  loss {losses[-1]:.3f}  ranks {world}")
+        step += 1
+    # The loss over five steps at the start, before the first kill, and at the end.
+    first_kill = min(kills, default=len(losses))
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    before, at_kill, after = mean(losses[:5]), mean(losses[max(first_kill - 5, 0):max(first_kill, 5)]), mean(losses[-5:])
+    ok = after < at_kill < before if kills else after < before
+    say(dist.get_rank(), start, f"loss {before:.3f} at the start, {at_kill:.3f} before the first kill, {after:.3f} at "
+        f"the end: {'the loss went on falling (OK)' if ok else 'the loss did not go on falling (FAILED)'}")
+    dist.destroy_process_group()
+    if not ok:
+        raise SystemExit(1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nprocs", type=int, default=4)
+    ap.add_argument("--kill", default="2@20", help="RANK@STEP,...: processes (by rank as started) killed with SIGKILL "
+                    "at a step, one per step ('' for none)")
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--batch", type=int, default=24, help="global batch in sequences")
+    ap.add_argument("--seq-len", type=int, default=16)
+    ap.add_argument("--vocab", type=int, default=64)
+    ap.add_argument("--hidden", type=int, default=32)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=60, help="seconds: the process group's (and Loom's) timeout")
+    ap.add_argument("--log-every", type=int, default=10)
+    args = ap.parse_args()
+    doomed = set(kill_plan(args.kill).values())
+    ctx = mp.get_context("spawn")
+    port, start = free_port(), time.monotonic()
+    store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)  # noqa: F841 - serves the job
+    procs = [ctx.Process(target=worker, args=(r, args, port, start)) for r in range(args.nprocs)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    bad = [(r, p.exitcode) for r, p in enumerate(procs)
+           if p.exitcode != (-signal.SIGKILL if r in doomed else 0)]
+    if bad:
+        raise SystemExit(f"elastic_train: processes ended unexpectedly (rank, exit code): {bad}")
+    print(f"elastic_train: {args.nprocs - len(doomed)} of {args.nprocs} ranks finished {args.steps} steps")
+
+
+if __name__ == "__main__":
+    main()
