@@ -186,7 +186,7 @@ LOOM_API loomResult_t loomCommAbort(loomComm_t comm);
  * addresses the parent's init exchanged, so an excluded (dead) rank takes no part. Without
  * LOOM_SHRINK_ABORT it waits for the parent's operations of this rank to end; with it they are
  * revoked first (after a failure, when a peer is dead). A rank that dies during the call makes it fail
- * within the communicator's timeout. config NULL: the parent's name and timeout.
+ * within the new communicator's timeout. config NULL: the parent's name and timeout.
  *
  * loomCommGetUniqueId + loomCommGrow: one rank of comm calls loomCommGetUniqueId and hands the id to
  * the ranks that join; then every rank of comm calls loomCommGrow(comm, nranks, NULL, -1, ...) (they

@@ -125,17 +125,20 @@ Status Bootstrap::barrier() {
   return allGather(&mine, all.data(), 1);
 }
 
-Status Bootstrap::connectData(int peer, int tag, Socket* out) {
-  Deadline deadline = opDeadline();
+Status Bootstrap::connectData(int peer, int tag, Socket* out) { return connectData(peer, tag, opDeadline(), out); }
+
+Status Bootstrap::connectData(int peer, int tag, Deadline deadline, Socket* out) {
   LOOM_TRY(connectTo(table_[peer].listenAddress, deadline, abort_, out));
   Hello hello = makeHello(HelloKind::Data, tag);
   return sendAll(*out, &hello, sizeof(hello), deadline, abort_);
 }
 
-Status Bootstrap::acceptData(Socket* out, int* fromRank, int* tag) {
+Status Bootstrap::acceptData(Socket* out, int* fromRank, int* tag) { return acceptData(opDeadline(), out, fromRank, tag); }
+
+Status Bootstrap::acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag) {
   for (;;) {
     Hello hello;
-    LOOM_TRY(acceptHello(HelloKind::Data, opDeadline(), out, &hello));
+    LOOM_TRY(acceptHello(HelloKind::Data, deadline, out, &hello));
     if (hello.rank < 0 || hello.rank >= nranks_ || hello.rank == rank_) {
       LOOM_WARN(Boot, "rank {}: dropped a data connection claiming rank {}", rank_, hello.rank);
       continue;

@@ -27,6 +27,10 @@ class Bootstrap final : public PeerExchange {
   Status barrier() override;
   Status connectData(int peer, int tag, Socket* out) override;
   Status acceptData(Socket* out, int* fromRank, int* tag) override;
+  // The same, by `deadline` instead of the communicator's timeout (a shrink waits as long as the
+  // communicator it makes may: core/api_elastic.cc).
+  Status connectData(int peer, int tag, Deadline deadline, Socket* out);
+  Status acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag);
 
  private:
   Bootstrap() = default;

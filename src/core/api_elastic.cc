@@ -53,9 +53,10 @@ loomConfig_t inheritedConfig(loomComm_t comm) {
 }
 
 // The first remaining rank makes the child's id and hands it to the others; they take it from it.
-Status handOverChildId(loomComm_t comm, const std::vector<int>& remaining, int tag, loomUniqueId* id) {
+Status handOverChildId(loomComm_t comm, const std::vector<int>& remaining, int tag, int64_t timeoutMs,
+                       loomUniqueId* id) {
   const int leader = remaining.front();
-  const Deadline deadline = Deadline::afterMs(comm->settings.timeoutMs);
+  const Deadline deadline = Deadline::afterMs(timeoutMs);
   if (comm->rank == leader) {
     UniqueIdData data;
     LOOM_TRY(createUniqueId(&data));
@@ -63,14 +64,14 @@ Status handOverChildId(loomComm_t comm, const std::vector<int>& remaining, int t
     for (int peer : remaining) {
       if (peer == leader) continue;
       Socket s;
-      LOOM_TRY(comm->bootstrap->connectData(peer, tag, &s).withContext(fmt::format("handing the new id to rank {}", peer)));
+      LOOM_TRY(comm->bootstrap->connectData(peer, tag, deadline, &s).withContext(fmt::format("handing the new id to rank {}", peer)));
       LOOM_TRY(sendAll(s, id, sizeof(*id), deadline, nullptr).withContext(fmt::format("handing the new id to rank {}", peer)));
     }
     return Status::Ok();
   }
   Socket s;
   int from = -1, gotTag = 0;
-  LOOM_TRY(comm->bootstrap->acceptData(&s, &from, &gotTag)
+  LOOM_TRY(comm->bootstrap->acceptData(deadline, &s, &from, &gotTag)
                .withContext(fmt::format("waiting for rank {} (the first remaining rank) to hand over the new id", leader)));
   if (from != leader || gotTag != tag)
     return errorStatus(loomInvalidUsage,
@@ -126,10 +127,13 @@ LOOM_API loomResult_t loomCommShrink(loomComm_t comm, int* excludeRanks, int exc
     waitForOperations(comm);
     if (shrinkFlags & LOOM_SHRINK_ABORT) tellNetworkPeers(comm);
     const int tag = kShrinkTag + comm->shrinks++;
-    loomUniqueId id;
-    LOOM_TRY(handOverChildId(comm, remaining, tag, &id).withContext(comm->describe() + ": loomCommShrink"));
-    const int newRank = static_cast<int>(std::find(remaining.begin(), remaining.end(), comm->rank) - remaining.begin());
+    // Handing the id over waits as long as making the child may: the child's timeout.
     loomConfig_t inherited = inheritedConfig(comm);
+    CommSettings child;
+    LOOM_TRY(readCommSettings(config ? config : &inherited, &child));
+    loomUniqueId id;
+    LOOM_TRY(handOverChildId(comm, remaining, tag, child.timeoutMs, &id).withContext(comm->describe() + ": loomCommShrink"));
+    const int newRank = static_cast<int>(std::find(remaining.begin(), remaining.end(), comm->rank) - remaining.begin());
     return createCommunicator(newcomm, static_cast<int>(remaining.size()), id, newRank, config ? config : &inherited,
                               comm->cudaDevice)
         .withContext(comm->describe() + ": loomCommShrink");

@@ -326,7 +326,8 @@ class FaultClock {
 // A surviving rank loops on allreduces until the fault stops it: it must fail with loomRemoteError or
 // loomTimeout naming one of `culprits` (any rank when empty), within LOOM_TIMEOUT_MS of the fault
 // (plus the grace a timed-out rank listens for its peers' notices, and a margin for a loaded machine).
-std::string expectFaultReported(RankContext& ctx, const FaultClock& fault, const std::set<int>& culprits) {
+std::string expectFaultReported(RankContext& ctx, const FaultClock& fault, const std::set<int>& culprits,
+                                bool keepComm = false) {
   const size_t count = 1u << 20;
   std::vector<float> buf(count, 1.0f);
   const auto start = Clock::now();
@@ -337,8 +338,10 @@ std::string expectFaultReported(RankContext& ctx, const FaultClock& fault, const
   }
   const double sinceFault = fault.secondsSinceFault();
   const std::string error = loomGetLastError(ctx.comm);
-  loomCommAbort(ctx.comm);
-  ctx.comm = nullptr;
+  if (!keepComm) {
+    loomCommAbort(ctx.comm);
+    ctx.comm = nullptr;
+  }
   if (res != loomRemoteError && res != loomTimeout)
     return "expected loomRemoteError or loomTimeout, got " + std::to_string(res) + ": " + error;
   if (sinceFault < 0) return "failed before the fault (or the fault never happened): " + error;
@@ -406,6 +409,85 @@ TEST_F(Hosts, RankKilledMidCollective) {
   }
   EXPECT_TRUE(victimSeen) << failures;
   EXPECT_TRUE(others.empty()) << others;
+}
+
+// After a fault: the ranks left shrink without `lost` (revoking what was in flight) and check an
+// allreduce on the smaller communicator, element by element; the parent is aborted.
+// The smaller communicator's timeout is generous: the fault's short one (kFaultTimeoutMs, how soon a cut
+// link is noticed) would also bound making it, which a loaded machine's UCX set-up can outlast.
+std::string shrinkAndGoOn(RankContext& ctx, std::vector<int> lost) {
+  loomComm_t smaller = nullptr;
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.timeoutMs = 60000;
+  const loomResult_t res = loomCommShrink(ctx.comm, lost.data(), static_cast<int>(lost.size()), &smaller, &config,
+                                          LOOM_SHRINK_ABORT);
+  std::string problem = res == loomSuccess ? "" : std::string("loomCommShrink: ") + loomGetLastError(ctx.comm);
+  loomCommAbort(ctx.comm);
+  ctx.comm = nullptr;
+  if (!problem.empty()) return problem;
+  int n = 0, rank = -1;
+  loomCommCount(smaller, &n);
+  loomCommUserRank(smaller, &rank);
+  const size_t count = 1003;
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = static_cast<float>((rank + 1) * (i % 5 + 1));
+  if (loomAllReduce(v.data(), v.data(), count, loomFloat32, loomSum, smaller, nullptr) != loomSuccess)
+    problem = std::string("allreduce after shrinking: ") + loomGetLastError(smaller);
+  for (size_t i = 0; i < count && problem.empty(); ++i)
+    if (v[i] != static_cast<float>(n * (n + 1) / 2 * (i % 5 + 1)))
+      problem = "allreduce after shrinking: element " + std::to_string(i) + " is " + std::to_string(v[i]);
+  loomCommDestroy(smaller);
+  return problem;
+}
+
+// Rank 2 (host 2 of 2 x 2) is killed mid-collective; the other three shrink without it and go on.
+TEST_F(Hosts, ShrinkAfterARankOnAnotherHostIsKilled) {
+  setenv("LOOM_TIMEOUT_MS", std::to_string(kFaultTimeoutMs).c_str(), 1);
+  const FaultClock fault;
+  const std::string failures = runRanks(Launch::Processes, 4, placed(2, 120), [&](RankContext& ctx) -> std::string {
+    if (ctx.rank == 2) {
+      std::thread([&fault] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        fault.markNow();
+        raise(SIGKILL);
+      }).detach();
+    }
+    if (std::string e = expectFaultReported(ctx, fault, {2}, true); !e.empty()) return e;
+    return shrinkAndGoOn(ctx, {2});
+  });
+  unsetenv("LOOM_TIMEOUT_MS");
+  std::istringstream lines(failures);
+  std::string line, others;
+  while (std::getline(lines, line))
+    if (!line.empty() && !(line.rfind("rank 2:", 0) == 0 && line.find("signal 9") != std::string::npos))
+      others += line + "\n";
+  EXPECT_TRUE(others.empty()) << others;
+}
+
+// Host 2's link goes down (4 hosts, one rank each): the three ranks that can still talk shrink without
+// rank 2 and go on; the cut rank fails on its own.
+TEST_F(Hosts, ShrinkAfterAHostsLinkGoesDown) {
+  setenv("LOOM_TIMEOUT_MS", std::to_string(kFaultTimeoutMs).c_str(), 1);
+  const FaultClock fault;
+  const pid_t saboteur = fork();  // before the ranks: the test process must stay single-threaded
+  if (saboteur == 0) {
+    if (!fault.waitForReady(4, std::chrono::seconds(60))) _exit(2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const bool down = bed_->setLink(2, false).empty();
+    fault.markNow();
+    _exit(down ? 0 : 1);
+  }
+  const std::string failures = runRanks(Launch::Processes, 4, placed(1, 120), [&](RankContext& ctx) {
+    if (ctx.rank == 2) return expectFaultReported(ctx, fault, {});
+    if (std::string e = expectFaultReported(ctx, fault, {2}, true); !e.empty()) return e;
+    return shrinkAndGoOn(ctx, {2});
+  });
+  int status = 0;
+  waitpid(saboteur, &status, 0);
+  EXPECT_EQ(bed_->setLink(2, true), "");
+  unsetenv("LOOM_TIMEOUT_MS");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(failures.empty()) << failures;
 }
 
 // The TCP ports listening on this host (its /proc/net/tcp: the network namespace of the reader).
