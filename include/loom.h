@@ -192,6 +192,20 @@ LOOM_API loomResult_t loomCommAbort(loomComm_t comm);
  * the ranks that join; then every rank of comm calls loomCommGrow(comm, nranks, NULL, -1, ...) (they
  * keep their numbers; the id reaches them through comm) and every joining rank calls
  * loomCommGrow(NULL, nranks, &id, rank, ...) with rank from comm's size to nranks - 1. */
+/*
+ * Who is stuck. loomCommDumpState writes this rank's state of comm as JSON into buffer (*bytes: its
+ * size in, the size needed out; too small: loomInvalidArgument): the last 64 operations it issued
+ * (number, collective, count, datatype, root or peer, age), how far they completed, and the error that
+ * broke the communicator. It takes no lock an operation holds: it answers while the rank is wedged in
+ * an operation. loomHangReport lines up the states of every rank (states[r] NULL: rank r could not be
+ * reached) into one report: the oldest operation not finished everywhere, the ranks that never entered
+ * it, the ranks waiting in it, ranks that called another collective or size at that number, the
+ * errors recorded, the unreachable ranks. LOOM_REPORT_TEXT is for a person, LOOM_REPORT_JSON for tools. */
+#define LOOM_REPORT_TEXT 0
+#define LOOM_REPORT_JSON 1
+LOOM_API loomResult_t loomCommDumpState(loomComm_t comm, char* buffer, size_t* bytes);
+LOOM_API loomResult_t loomHangReport(const char* const* states, int nstates, int format, char* buffer, size_t* bytes);
+
 #define LOOM_REVOKE_DEFAULT 0
 #define LOOM_SHRINK_DEFAULT 0x0
 #define LOOM_SHRINK_ABORT 0x1

@@ -150,6 +150,7 @@ void AsyncEngine::completeLocked(uint64_t id) {
     doneOutOfOrder_.erase(doneOutOfOrder_.begin());
     ++completedUpTo_;
   }
+  comm_->flight.completedUpTo(completedUpTo_);
 }
 
 void AsyncEngine::finishTask(Task& task, const Status& outcome) {

@@ -169,6 +169,7 @@ Status checkCommUsable(loomComm* comm) {
 }
 
 void markCommFailed(loomComm* comm, const Status& error, bool ownsConnections) {
+  comm->flight.failed(error.message());
   {
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     if (comm->fatalError.empty()) comm->fatalError = error.message();

@@ -15,6 +15,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/async_engine.h"
 #include "core/core_sharing.h"
+#include "core/flight_record.h"
 #include "core/plan_cache.h"
 #include "core/wait_history.h"
 #include "device/device_layer.h"
@@ -107,6 +108,8 @@ struct loomComm {
   // What a caller's thread (blocking operations, under `busy`) does about a peer on its core.
   std::unique_ptr<loom::CoreSharing> callerSharing;
   std::vector<loom::CustomRedOp> customOps;
+  // The last operations issued and how far they completed, readable while the rank is wedged.
+  loom::FlightRecord flight;
   // loomCommGetUniqueId's id for a coming loomCommGrow (core/api_elastic.cc), and how many shrinks this
   // communicator made (each tags its hand-over connections with the count: every rank calls them in order).
   std::optional<loomUniqueId> growId;

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "base/datatype.h"
 #include "base/thread_scratch.h"
 #include "core/async_engine.h"
 #include "core/communicator.h"
@@ -100,6 +101,7 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
       continue;
     }
     ++comm->opCount;
+    comm->flight.issued(comm->opCount, op.coll, op.count, op.dtype, isRooted(op.coll) ? op.root : -1);
     BoundPlan bp = engine ? BoundPlan{} : recycledPlan();
     // The check talks over the bootstrap and would wait forever for ranks this same thread drives.
     Status planned;
@@ -121,6 +123,14 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
   }
   if (!p2p.empty()) {
     ++comm->opCount;
+    // One entry for the group's sends and receives: their bytes, and their peer when they have one.
+    uint64_t bytes = 0;
+    int peer = p2p.front().root;
+    for (const Operation& op : p2p) {
+      bytes += op.count * dataTypeSize(op.dtype);
+      if (op.root != peer) peer = -1;
+    }
+    comm->flight.issued(comm->opCount, Collective::SendRecv, bytes, loomUint8, peer);
     BoundPlan bp = engine ? BoundPlan{} : recycledPlan();
     if (Status planned = planPointToPoint(comm, p2p, &bp); !planned.ok()) {
       if (engine) engine->submit(comm->opCount, workFor(comm), true);  // as above
@@ -157,9 +167,18 @@ Status runHostOperations(const std::vector<Operation>& ops, const std::vector<lo
     if (runsHere) ++used;
   }
   for (loomComm_t comm : comms) LOOM_TRY(waitIfBlocking(comm, ops));
-  if (used == 0) return Status::Ok();
+  // What ran here is complete once executeWork returns (a progress thread records its own).
+  auto recordCompleted = [&comms] {
+    for (loomComm_t comm : comms)
+      if (!comm->engine) comm->flight.completedUpTo(comm->opCount);
+  };
+  if (used == 0) {
+    recordCompleted();
+    return Status::Ok();
+  }
   int failed = -1;
   Status st = executeWork(std::span<CommWork>(slots.data(), used), &failed);
+  if (st.ok()) recordCompleted();
   if (!st.ok()) {
     // The peers of every communicator of the group may now wait on us: tell them all.
     for (loomComm_t comm : comms) {

@@ -1,0 +1,79 @@
+#include "core/flight_record.h"
+
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+#include "base/datatype.h"
+
+namespace loom {
+namespace {
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void FlightRecord::issued(uint64_t seq, Collective coll, uint64_t count, loomDataType_t dtype, int peer) {
+  Slot& s = slots_[seq % kEntries];
+  const uint64_t v = s.version.load(std::memory_order_relaxed);
+  s.version.store(v + 1, std::memory_order_relaxed);  // odd: a reader skips the slot
+  std::atomic_thread_fence(std::memory_order_release);
+  constexpr auto relaxed = std::memory_order_relaxed;
+  s.seq.store(seq, relaxed);
+  s.count.store(count, relaxed);
+  s.issuedNs.store(nowNs(), relaxed);
+  s.peer.store(peer, relaxed);
+  s.coll.store(static_cast<uint8_t>(coll), relaxed);
+  s.dtype.store(static_cast<uint8_t>(dtype), relaxed);
+  s.version.store(v + 2, std::memory_order_release);
+  lastIssued_.store(seq, std::memory_order_release);
+}
+
+void FlightRecord::completedUpTo(uint64_t seq) {
+  uint64_t cur = completedUpTo_.load(std::memory_order_relaxed);
+  while (seq > cur && !completedUpTo_.compare_exchange_weak(cur, seq, std::memory_order_release)) {
+  }
+}
+
+void FlightRecord::failed(const std::string& error) {
+  std::lock_guard<std::mutex> lock(failureMutex_);
+  if (failure_.empty()) failure_ = error;
+}
+
+std::string FlightRecord::json() const {
+  nlohmann::json j;
+  const uint64_t last = lastIssued_.load(std::memory_order_acquire);
+  j["last_issued"] = last;
+  j["completed_up_to"] = completedUpTo_.load(std::memory_order_acquire);
+  {
+    std::lock_guard<std::mutex> lock(failureMutex_);
+    j["failure"] = failure_;
+  }
+  j["entries"] = nlohmann::json::array();
+  const int64_t now = nowNs();
+  const uint64_t first = last >= kEntries ? last - kEntries + 1 : 1;
+  for (uint64_t seq = first; seq <= last; ++seq) {
+    const Slot& s = slots_[seq % kEntries];
+    const uint64_t before = s.version.load(std::memory_order_acquire);
+    if (before & 1) continue;
+    constexpr auto relaxed = std::memory_order_relaxed;
+    const uint64_t slotSeq = s.seq.load(relaxed), count = s.count.load(relaxed);
+    const int64_t issuedNs = s.issuedNs.load(relaxed);
+    const int32_t peer = s.peer.load(relaxed);
+    const uint8_t coll = s.coll.load(relaxed), dtype = s.dtype.load(relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.version.load(std::memory_order_relaxed) != before || slotSeq != seq) continue;  // rewritten meanwhile
+    j["entries"].push_back({{"seq", slotSeq},
+                            {"op", collectiveName(static_cast<Collective>(coll))},
+                            {"count", count},
+                            {"dtype", dataTypeName(static_cast<loomDataType_t>(dtype))},
+                            {"peer", peer},
+                            {"age_us", (now - issuedNs) / 1000}});
+  }
+  return j.dump();
+}
+
+}  // namespace loom

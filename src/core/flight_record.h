@@ -1,0 +1,53 @@
+// A communicator's flight record: the last kEntries operations this rank issued (sequence number,
+// collective, count, datatype, root or peer, when), how far they completed, and the error that broke
+// the communicator. Written on the operation path with a few plain stores (no lock, no allocation);
+// read from any thread at any time, also while the rank is wedged in an operation (a slot being
+// rewritten is skipped), as JSON for a dump (loomCommDumpState) and for the job-wide hang report
+// (core/hang_report.h), which lines up every rank's record.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "algorithms/plan.h"
+#include "loom.h"
+
+namespace loom {
+
+class FlightRecord {
+ public:
+  static constexpr int kEntries = 64;
+
+  // Operation `seq` was issued (under the communicator's `busy`, so one writer issues at a time).
+  void issued(uint64_t seq, Collective coll, uint64_t count, loomDataType_t dtype, int peer);
+  // Every operation up to `seq` completed (by whichever thread completes them, in order).
+  void completedUpTo(uint64_t seq);
+  // The error that broke the communicator (the first is kept).
+  void failed(const std::string& error);
+
+  // {"completed_up_to", "last_issued", "failure", "entries": [{"seq", "op", "count", "dtype",
+  // "peer", "age_us"}...] oldest first}; callable from any thread.
+  std::string json() const;
+
+ private:
+  // A seqlock: fields are relaxed atomics (plain stores on x86 and Arm), so a reader racing a writer
+  // reads no torn field and the version tells it to drop the slot.
+  struct Slot {
+    std::atomic<uint64_t> version{0};  // odd while being written
+    std::atomic<uint64_t> seq{0};
+    std::atomic<uint64_t> count{0};
+    std::atomic<int64_t> issuedNs{0};
+    std::atomic<int32_t> peer{-1};
+    std::atomic<uint8_t> coll{0};
+    std::atomic<uint8_t> dtype{0};
+  };
+  Slot slots_[kEntries];
+  std::atomic<uint64_t> lastIssued_{0};
+  std::atomic<uint64_t> completedUpTo_{0};
+  mutable std::mutex failureMutex_;  // never taken on the operation path
+  std::string failure_;
+};
+
+}  // namespace loom
