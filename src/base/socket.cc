@@ -207,7 +207,7 @@ Status listenOn(const SocketAddress& bindAddr, Socket* listener, SocketAddress* 
   return Status::Ok();
 }
 
-Status connectTo(const SocketAddress& addr, Deadline deadline, const AbortFlag* abort, Socket* out) {
+Status connectTo(const SocketAddress& addr, Deadline deadline, const AbortFlag* abort, Socket* out, bool retryRefused) {
   int backoffMs = 1;
   for (;;) {
     Socket s(::socket(addr.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -228,7 +228,8 @@ Status connectTo(const SocketAddress& addr, Deadline deadline, const AbortFlag* 
       return Status::Ok();
     }
     // The listener may not be up yet (ranks start at different times): retry until the deadline.
-    if (err != ECONNREFUSED && err != ETIMEDOUT && err != ECONNRESET && err != EAGAIN)
+    if ((err != ECONNREFUSED && err != ETIMEDOUT && err != ECONNRESET && err != EAGAIN) ||
+        (err == ECONNREFUSED && !retryRefused))
       return systemError("connect to {}: {}", addr.toString(), std::strerror(err));
     if (abort && abort->load()) return errorStatus(loomRemoteError, "connect to {}: aborted", addr.toString());
     if (deadline.expired())

@@ -78,7 +78,10 @@ class Socket {
 using AbortFlag = std::atomic<bool>;
 
 Status listenOn(const SocketAddress& bindAddr, Socket* listener, SocketAddress* boundAddr);
-Status connectTo(const SocketAddress& addr, Deadline deadline, const AbortFlag* abort, Socket* out);
+// A refused connection is retried until the deadline (the peer's listener may not be up yet) unless
+// `retryRefused` is false (a listener that was up: refused means its process is gone).
+Status connectTo(const SocketAddress& addr, Deadline deadline, const AbortFlag* abort, Socket* out,
+                 bool retryRefused = true);
 // Waits for one incoming connection; loomTimeout / loomRemoteError(aborted) when it does not come.
 Status acceptOne(const Socket& listener, Deadline deadline, const AbortFlag* abort, Socket* out);
 

@@ -13,11 +13,12 @@
 namespace loom {
 
 constexpr uint32_t kWireMagic = 0x4d4f4f4c;  // "LOOM"
-constexpr uint32_t kWireVersion = 1;
+constexpr uint32_t kWireVersion = 2;  // 2: RankInfo carries the state port
 constexpr size_t kSecretBytes = 16;
 constexpr uint32_t kMaxFrameBytes = 64u << 20;  // larger frames are refused as junk
 
-enum class HelloKind : uint32_t { ToRoot = 1, ToRankZero = 2, Data = 3 };
+// State: another rank of the job asks for this rank's flight record (core/state_service.h).
+enum class HelloKind : uint32_t { ToRoot = 1, ToRankZero = 2, Data = 3, State = 4 };
 
 struct Hello {
   uint32_t magic = kWireMagic;
@@ -39,6 +40,8 @@ struct RankInfo {
   uint64_t processNonce = 0;
   int32_t cudaDevice = -1;
   char hostname[64] = {0};
+  // Where this rank answers for its state (listenAddress's host, this port; 0: it does not).
+  uint16_t statePort = 0;
 };
 
 // Root's answer to a rank: status 0 then nranks RankInfo, or a non-zero status and a reason string.

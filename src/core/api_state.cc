@@ -9,6 +9,7 @@
 #include "core/api_result.h"
 #include "core/communicator.h"
 #include "core/hang_report.h"
+#include "core/state_exchange.h"
 
 using namespace loom;
 
@@ -34,13 +35,7 @@ LOOM_API loomResult_t loomCommDumpState(loomComm_t comm, char* buffer, size_t* b
   return apiCall(comm, [&]() -> Status {
     if (!comm || !bytes) return invalidArgument("loomCommDumpState: NULL argument");
     // No lock the operation path holds: this answers while the rank is wedged in an operation.
-    nlohmann::ordered_json j;
-    j["comm"] = comm->settings.name;
-    j["rank"] = comm->rank;
-    j["nranks"] = comm->nranks;
-    const nlohmann::json record = nlohmann::json::parse(comm->flight.json());
-    for (const auto& [key, value] : record.items()) j[key] = value;
-    return copyOut(j.dump(), buffer, bytes, "loomCommDumpState");
+    return copyOut(commStateJson(*comm), buffer, bytes, "loomCommDumpState");
   });
 }
 

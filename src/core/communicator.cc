@@ -100,6 +100,8 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
 
   RankInfo self = describeThisProcess();
   self.cudaDevice = comm->cudaDevice;
+  Socket statePort;
+  LOOM_TRY(openStatePort(&statePort, &self.statePort).withContext(comm->describe()));
   LOOM_TRY(Bootstrap::create(idData, rank, nranks, self, static_cast<int>(comm->settings.timeoutMs), &comm->aborted,
                              &comm->bootstrap)
                .withContext(comm->describe() + ": bootstrap"));
@@ -153,6 +155,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
               b.cuda ? ", CUDA " + b.cudaCompiler : ", no CUDA");
   });
   logUnreadNcclVariables();
+  comm->stateServing = serveState(comm, std::move(statePort), idData.secret);
   for (const SettingOrigin& o : comm->settings.origins)
     if (o.source != "default") LOOM_INFO(Init, "{}: {}={} (from {})", comm->describe(), specOf(o.id).name, o.value, o.source);
   return Status::Ok();
@@ -178,6 +181,9 @@ void markCommFailed(loomComm* comm, const Status& error, bool ownsConnections) {
   comm->asyncError.compare_exchange_strong(expected, error.code());
   if (comm->transports) comm->transports->markFailed(error.message(), ownsConnections);
   if (comm->device) comm->device->raiseAbort();  // plan kernels' lanes waiting on peers stop at once
+  // Who is stuck, while every rank's state still says so: by the ranks whose own wait timed out (those
+  // that failed on a peer's notice leave it to them), after the notices went out.
+  if (comm->timedOutHere.load() && comm->stateServing) comm->stateServing->reportAfterTimeout();
 }
 
 }  // namespace loom

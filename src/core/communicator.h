@@ -17,6 +17,7 @@
 #include "core/core_sharing.h"
 #include "core/flight_record.h"
 #include "core/plan_cache.h"
+#include "core/state_service.h"
 #include "core/wait_history.h"
 #include "device/device_layer.h"
 #include "core/trace.h"
@@ -79,6 +80,7 @@ struct loomComm {
   std::unique_ptr<loom::AsyncEngine> engine;
 
   std::atomic<bool> aborted{false};
+  std::atomic<bool> timedOutHere{false};  // an operation of this rank's made no progress for the timeout
   std::atomic<int> callsInFlight{0};  // API calls naming this communicator (core/api_result.h)
   std::atomic<int> asyncError{loomSuccess};
   bool finalized = false;
@@ -120,7 +122,14 @@ struct loomComm {
 
   // The progress thread uses the members declared after `engine` (error state, abort flag, tuner):
   // it stops first, before any member goes.
-  ~loomComm() { engine.reset(); }
+  // Answers loom-doctor and the other ranks' state requests (core/state_service.h); goes first, before
+  // anything its answers read.
+  std::unique_ptr<loom::StateServing> stateServing;
+
+  ~loomComm() {
+    stateServing.reset();
+    engine.reset();
+  }
 };
 
 namespace loom {

@@ -433,6 +433,7 @@ Status explainPeerTimeout(PlanRunner& runner, const Status& st, int64_t timeoutM
 }
 
 Status stalledRunnerError(PlanRunner& runner, int64_t timeoutMs) {
+  if (std::atomic<bool>* flag = runner.work().timedOutHere) flag->store(true);
   Status timeout = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", runner.describeCurrent(),
                                timeoutMs, runner.describeWaits());
   if (!runner.work().transports->hasNetPeers()) return timeout;  // memory peers see the failure in this rank's segment at once

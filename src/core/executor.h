@@ -75,6 +75,9 @@ struct CommWork {
   bool oversubscribed = false;  // yield the core while spinning
   CoreSharing* sharing = nullptr;  // the driving thread's: what to do about a peer on its core
   Tracer* tracer = nullptr;     // LOOM_TRACE_FILE, else null
+  // Set when this rank's own wait ran past timeoutMs (not a peer's notice): it then logs the job's
+  // hang report (core/state_service.h).
+  std::atomic<bool>* timedOutHere = nullptr;
   std::vector<BoundPlan> plans;
 };
 

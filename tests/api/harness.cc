@@ -2,6 +2,7 @@
 
 #include "unique_id_pipe.h"
 
+#include <execinfo.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -149,6 +150,50 @@ std::string describeExit(int status, const char* note) {
   return os.str();
 }
 
+// A rank process that crashes (an abort in a library, a fatal signal, an uncaught exception) writes
+// what it can into its result pipe, so the failure the test prints says where: CI shows a test's
+// stdout, where its stderr may be cut.
+int gCrashFd = -1;
+
+void writeCrash(const char* text) {
+  if (gCrashFd >= 0) [[maybe_unused]] ssize_t n = write(gCrashFd, text, strlen(text));
+}
+
+void onCrashSignal(int sig) {
+  char line[96];
+  snprintf(line, sizeof line, "crashed with signal %d (%s); backtrace:\n", sig, strsignal(sig));
+  writeCrash(line);
+  void* frames[48];
+  backtrace_symbols_fd(frames, backtrace(frames, 48), gCrashFd);
+  raise(sig);  // SA_RESETHAND: the default action now, so the parent sees the signal
+}
+
+void reportCrashesTo(int fd) {
+  gCrashFd = fd;
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) {
+    struct sigaction current {};
+    sigaction(sig, nullptr, &current);
+    if (current.sa_handler != SIG_DFL) continue;  // a sanitizer's, which reports better
+    struct sigaction action {};
+    action.sa_handler = onCrashSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(sig, &action, nullptr);
+  }
+  std::set_terminate([] {
+    std::string what = "std::terminate";
+    try {
+      if (std::exception_ptr e = std::current_exception()) std::rethrow_exception(e);
+    } catch (const std::exception& e) {
+      what += std::string(" (uncaught exception: ") + e.what() + ")";
+    } catch (...) {
+      what += " (uncaught exception)";
+    }
+    writeCrash((what + "\n").c_str());
+    std::abort();
+  });
+}
+
 std::string runProcesses(int nranks, const RunOptions& options, const RankBody& wrapped) {
   NoteBoard board(nranks);
   const std::string transport = effectiveTransport(Launch::Processes, options.transport);
@@ -180,6 +225,7 @@ std::string runProcesses(int nranks, const RunOptions& options, const RankBody& 
     if (pid == 0) {
       close(fds[0]);
       for (int k = 0; k < r; ++k) close(readFds[k]);
+      reportCrashesTo(fds[1]);
       RankContext ctx;
       ctx.rank = r;
       ctx.nranks = nranks;

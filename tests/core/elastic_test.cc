@@ -233,6 +233,66 @@ TEST(ElasticProcesses, KillShrinkGrowFourRanks) { killShrinkGrow(4, cyclesWanted
 TEST(ElasticProcesses, KillShrinkGrowEightRanks) { killShrinkGrow(8, cyclesWanted(8), 30.0); }
 TEST(ElasticProcesses, KillShrinkGrowOverSockets) { killShrinkGrow(4, cyclesWanted(4), 30.0, "socket"); }
 
+// Shrink called while a peer dies: of 4 rank processes rank 3 is killed, the other three shrink without
+// it and rank 2 is killed on its way into that shrink (before it, at once, or a moment in). Ranks 0
+// and 1 must get an error, not a hang, within the shrink's timeout, then shrink again without both
+// and go on, checked element by element.
+TEST(ElasticProcesses, ShrinkWhileAPeerDies) {
+  constexpr int kShrinkTimeoutMs = 3000;
+  for (int delayMs : {-1, 0, 5, 50}) {  // -1: rank 2 dies just before it calls loomCommShrink
+    SCOPED_TRACE(delayMs);
+    setenv("LOOM_TIMEOUT_MS", "20000", 1);
+    const std::vector<pid_t> pids = forkRanks(4, nullptr, [&](int rank, loomComm_t comm) {
+      if (!checkedAllReduce(comm).empty()) _exit(30);
+      if (rank == 3) raise(SIGKILL);
+      std::vector<float> data(kCount, 1.0f);
+      if (loomAllReduce(data.data(), data.data(), kCount, loomFloat32, loomSum, comm, nullptr) == loomSuccess) _exit(31);
+      if (rank == 2) {
+        if (delayMs < 0) raise(SIGKILL);
+        std::thread([delayMs] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+          raise(SIGKILL);
+        }).detach();
+      }
+      loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+      config.timeoutMs = kShrinkTimeoutMs;
+      int lost[] = {3};
+      loomComm_t smaller = nullptr;
+      const Clock::time_point start = Clock::now();
+      const loomResult_t first = loomCommShrink(comm, lost, 1, &smaller, &config, LOOM_SHRINK_ABORT);
+      if (rank == 2) for (;;) pause();  // dies in there, or here
+      // The first shrink may succeed when rank 2 died after the child was made; its first allreduce
+      // then fails naming rank 2.
+      if (first == loomSuccess) {
+        if (checkedAllReduce(smaller).empty()) _exit(32);
+        loomCommAbort(smaller);
+      }
+      if (secondsSince(start) > kShrinkTimeoutMs / 1000.0 + 5.0) _exit(33);
+      int bothLost[] = {2, 3};
+      if (loomCommShrink(comm, bothLost, 2, &smaller, &config, LOOM_SHRINK_ABORT) != loomSuccess) {
+        std::fprintf(stderr, "rank %d: second shrink: %s\n", rank, loomGetLastError(comm));
+        _exit(34);
+      }
+      const std::string check = checkedAllReduce(smaller);
+      if (!check.empty()) {
+        std::fprintf(stderr, "rank %d: after the second shrink: %s\n", rank, check.c_str());
+        _exit(35);
+      }
+      loomCommDestroy(smaller);
+      loomCommAbort(comm);
+      _exit(0);
+    });
+    unsetenv("LOOM_TIMEOUT_MS");
+    for (int r = 0; r < 4; ++r) {
+      int status = 0;
+      waitpid(pids[static_cast<size_t>(r)], &status, 0);
+      if (r >= 2) EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "rank " << r << ": " << status;
+      else EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << "rank " << r << ": " << (WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+    }
+  }
+}
+
 // ---- Rank threads ---------------------------------------------------------------------------------
 
 // n thread ranks of one communicator each run body(rank, comm); body owns comm.

@@ -65,13 +65,14 @@ def test_pip_install_into_a_fresh_venv():
     run(python, "-m", "pip", "install", "--disable-pip-version-check", "--no-build-isolation", "--no-deps",
         f"-Cbuild-dir={BUILD}", ROOT, timeout=1800)
     installed = tree(env_dir) - before
-    for script in ("loom-info", "loom-plan", "loom-perf"):
+    for script in ("loom-info", "loom-plan", "loom-perf", "loom-doctor"):
         assert os.path.join("bin", script) in installed, f"{script} is not on the venv's PATH"
 
     info = json.loads(run("loom-info", "--json", "--no-network"))
     assert info["loom"]["version"] and info["topology"]["numa"], info
     assert "LOOM_TIMEOUT_MS" in run("loom-info", "--settings")
     assert "--devices" in run("loom-plan", "--help")
+    assert "--list" in run("loom-doctor", "--help")
     assert "Out of bounds values : 0 OK" in run("loom-perf", "all_reduce", "-t", "2", "-b", "8", "-e", "1K", "-n", "2",
                                                 "-w", "1")
     where = run(python, "-c", "import loom, loom.torch, loom._C, loom.capi; print(loom.__file__); print(loom.capi.lib._name)")

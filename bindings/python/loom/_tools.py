@@ -1,4 +1,4 @@
-"""The console scripts loom-info and loom-perf: the binaries installed inside this package (loom/_bin,
+"""The console scripts loom-info, loom-perf and loom-doctor: the binaries installed inside this package (loom/_bin,
 beside the libloom they load), run in place of this process with the caller's arguments."""
 import os
 import sys
@@ -19,3 +19,7 @@ def loom_info():
 
 def loom_perf():
     _run("loom-perf")
+
+
+def loom_doctor():
+    _run("loom-doctor")

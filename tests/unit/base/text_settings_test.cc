@@ -72,6 +72,7 @@ std::map<std::string, TextCase> cases() {
                           "/nonexistent-loom-dir/libnccl-net-x.so"};
   c["LOOM_IBVERBS_LIB"] = {nowhere("libibverbs.so.1"), {{"LOOM_TRANSPORT", "net"}, {"LOOM_NET", "ib"}},
                            Action::TwoRanksOverNet, "/nonexistent-loom-dir/libibverbs.so.1"};
+  c["LOOM_DOCTOR_DIR"] = {"/proc/loom-doctor", {}, Action::OneRank, "LOOM_DOCTOR_DIR=/proc/loom-doctor: .*using .* instead"};
   c["LOOM_DEBUG_SUBSYS"] = {"init,no-such-subsystem", {}, Action::OneRank, "LOOM_DEBUG_SUBSYS.*no-such-subsystem"};
   if (const char* fake = std::getenv("LOOM_TEST_FAKE_VERBS"))
     c["LOOM_IB_HCA"] = {"=no_such_hca", {{"LOOM_TRANSPORT", "net"}, {"LOOM_NET", "ib"}, {"LOOM_IBVERBS_LIB", fake},
