@@ -29,25 +29,7 @@ from torch.distributed.distributed_c10d import SHRINK_ABORT
 
 import loom.torch  # noqa: F401 - registers the "loom" backend
 from loom.parallel import gpt
-
-FOLLOWER_PROBS = torch.tensor([0.6, 0.3, 0.1])
-
-
-def grammar(vocab, seed):
-    gen = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.randperm(vocab, generator=gen)[:3] for _ in range(vocab)])
-
-
-def make_batch(followers, batch, seq_len, step, seed):
-    """The step's global batch, the same on every rank."""
-    gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
-    tokens = torch.empty(batch, seq_len + 1, dtype=torch.long)
-    tokens[:, 0] = torch.randint(0, followers.shape[0], (batch,), generator=gen)
-    for i in range(seq_len):
-        choice = torch.multinomial(FOLLOWER_PROBS, batch, replacement=True, generator=gen)
-        tokens[:, i + 1] = followers[tokens[:, i], choice]
-    return tokens[:, :-1], tokens[:, 1:]
-
+from toy_grammar import grammar, make_batch
 
 def lost_ranks(error):
     """The ranks whose process an error says died ("rank 2 (host pid 123, shm) died ...")."""

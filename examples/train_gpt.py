@@ -28,8 +28,8 @@ import torch.distributed as dist
 import loom.torch  # noqa: F401 - registers the "loom" backend
 from loom import parallel as lp
 from loom.parallel import gpt
+from toy_grammar import FOLLOWER_PROBS, grammar, make_batch
 
-FOLLOWER_PROBS = torch.tensor([0.6, 0.3, 0.1])
 OPTIMIZERS = {"adamw": functools.partial(torch.optim.AdamW, weight_decay=0.0), "sgd": torch.optim.SGD}
 
 
@@ -112,23 +112,6 @@ def apply_plan(args):
     # Model layer i is block i - 1: a stage starting at layer i starts at block i - 1.
     args.boundaries = [start - 1 for start in layout["stage_starts"]]
     args.checkpoint_blocks = [i - 1 for i in layout["checkpoint"] if 1 <= i <= args.layers]
-
-
-def grammar(vocab, seed):
-    """followers[t]: the three tokens that may follow token t."""
-    gen = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.randperm(vocab, generator=gen)[:3] for _ in range(vocab)])
-
-
-def make_batch(followers, batch, seq_len, step, seed):
-    """The step's global batch, the same on every rank: token sequences drawn from the grammar."""
-    gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
-    tokens = torch.empty(batch, seq_len + 1, dtype=torch.long)
-    tokens[:, 0] = torch.randint(0, followers.shape[0], (batch,), generator=gen)
-    for i in range(seq_len):
-        choice = torch.multinomial(FOLLOWER_PROBS, batch, replacement=True, generator=gen)
-        tokens[:, i + 1] = followers[tokens[:, i], choice]
-    return tokens[:, :-1], tokens[:, 1:]
 
 
 @dataclass

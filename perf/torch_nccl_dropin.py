@@ -25,11 +25,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper().rstrip("B")
-    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+from torch_allreduce import parse_size  # this folder is the script's: on sys.path
 
 
 class DlInfo(ctypes.Structure):

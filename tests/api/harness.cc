@@ -384,23 +384,4 @@ std::string callFailure(const char* call, loomResult_t result, loomComm_t comm) 
   return os.str();
 }
 
-ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
-  const char* old = std::getenv(name);
-  if (old) {
-    hadOld_ = true;
-    old_ = old;
-  }
-  if (value)
-    setenv(name, value, 1);
-  else
-    unsetenv(name);
-}
-
-ScopedEnv::~ScopedEnv() {
-  if (hadOld_)
-    setenv(name_.c_str(), old_.c_str(), 1);
-  else
-    unsetenv(name_.c_str());
-}
-
 }  // namespace loomtest

@@ -5,6 +5,8 @@
 // be, so the harness prints what every rank was doing and ends the test binary.
 #pragma once
 
+#include "scoped_env.h"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -58,20 +60,6 @@ std::string runRanksRaw(Launch launch, int nranks, const RunOptions& options, co
 
 // "loomAllReduce(...) returned loomInvalidArgument (invalid argument): <last error>"
 std::string callFailure(const char* call, loomResult_t result, loomComm_t comm);
-
-// Sets (or, with nullptr, unsets) an environment variable for the lifetime of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value);
-  ~ScopedEnv();
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  bool hadOld_ = false;
-  std::string old_;
-};
 
 }  // namespace loomtest
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fork_ranks.h"
+#include "thread_ranks.h"
 #include "loom.h"
 
 namespace {
@@ -295,20 +296,11 @@ TEST(ElasticProcesses, ShrinkWhileAPeerDies) {
 
 // ---- Rank threads ---------------------------------------------------------------------------------
 
-// n thread ranks of one communicator each run body(rank, comm); body owns comm.
+// n thread ranks of one communicator (a 20 s timeout) each run body(rank, comm); body owns comm.
 void threadRanks(int n, const std::function<void(int, loomComm_t)>& body) {
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      loomConfig_t config = LOOM_CONFIG_INITIALIZER;
-      config.timeoutMs = 20000;
-      loomComm_t comm = nullptr;
-      ASSERT_EQ(loomCommInitRankConfig(&comm, n, id, r, &config), loomSuccess) << loomGetLastError(nullptr);
-      body(r, comm);
-    });
-  for (auto& t : threads) t.join();
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.timeoutMs = 20000;
+  runThreadRanks(n, config, body, CommOwner::Body);
 }
 
 // Ranks 2 and 5 of 8 fail (abort) while the others wait on them in an allreduce; the others get an

@@ -17,26 +17,14 @@
 #include <string>
 #include <thread>
 
+#include "../api/scoped_env.h"
 #include "core/communicator.h"
 #include "thread_ranks.h"
 
 namespace loom {
 namespace {
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value) setenv(name, value, 1); else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1); else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using loomtest::ScopedEnv;
 
 loomConfig_t nonblocking() {
   loomConfig_t config = LOOM_CONFIG_INITIALIZER;

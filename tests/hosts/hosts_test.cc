@@ -358,31 +358,66 @@ std::string expectFaultReported(RankContext& ctx, const FaultClock& fault, const
   return "the error names none of the failed ranks: " + error;
 }
 
+// Forks the saboteur (before the ranks: the test process must stay single-threaded): once the 4 ranks
+// are in their loops (not a fixed delay: a loaded machine may still be in init, where a cut link is
+// another test), and a little into them, it takes `host`'s link down and marks the fault.
+pid_t cutLinkOnceReady(const HostBed& bed, const FaultClock& fault, int host) {
+  const pid_t saboteur = fork();
+  if (saboteur == 0) {
+    if (!fault.waitForReady(4, std::chrono::seconds(60))) _exit(2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const bool down = bed.setLink(host, false).empty();
+    fault.markNow();
+    _exit(down ? 0 : 1);
+  }
+  return saboteur;
+}
+
+// Waits for the saboteur and brings the link back.
+void restoreLink(const HostBed& bed, pid_t saboteur, int host) {
+  int status = 0;
+  waitpid(saboteur, &status, 0);
+  EXPECT_EQ(bed.setLink(host, true), "");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFEXITED(status) && WEXITSTATUS(status) == 2 ? "the ranks never all finished an allreduce"
+                                                         : "taking the link down failed");
+}
+
+// In a rank process: marks the fault and kills the process with SIGKILL 1.5 s from now.
+void killThisRankSoon(const FaultClock& fault) {
+  std::thread([&fault] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    fault.markNow();
+    raise(SIGKILL);
+  }).detach();
+}
+
+// The failures other than rank `victim`'s death by SIGKILL (*victimSeen: that one was there).
+std::string otherThanKilled(const std::string& failures, int victim, bool* victimSeen = nullptr) {
+  std::istringstream lines(failures);
+  std::string line, others;
+  const std::string prefix = "rank " + std::to_string(victim) + ":";
+  while (std::getline(lines, line)) {
+    if (line.rfind(prefix, 0) == 0 && line.find("signal 9") != std::string::npos) {
+      if (victimSeen) *victimSeen = true;
+    } else if (!line.empty()) {
+      others += line + "\n";
+    }
+  }
+  return others;
+}
+
 // Host 3's link goes down while 4 ranks (one per host) loop on allreduces: the ranks that can still
 // talk must name a rank of the cut host; the cut rank must fail too (naming whom it waited for).
 TEST_F(Hosts, LinkDownMidCollective) {
   setenv("LOOM_TIMEOUT_MS", std::to_string(kFaultTimeoutMs).c_str(), 1);
   const FaultClock fault;
-  const pid_t saboteur = fork();  // before the ranks: the test process must stay single-threaded
-  if (saboteur == 0) {
-    // Once every rank is in its loop (not a fixed delay: a loaded machine may still be in init, where
-    // a cut link is another test), and a little into it.
-    if (!fault.waitForReady(4, std::chrono::seconds(60))) _exit(2);
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    const bool down = bed_->setLink(2, false).empty();
-    fault.markNow();
-    _exit(down ? 0 : 1);
-  }
+  const pid_t saboteur = cutLinkOnceReady(*bed_, fault, 2);
   const std::string failures = runRanks(Launch::Processes, 4, placed(1, 120), [&](RankContext& ctx) {
     return expectFaultReported(ctx, fault, ctx.rank == 2 ? std::set<int>{} : std::set<int>{2});
   });
-  int status = 0;
-  waitpid(saboteur, &status, 0);
-  EXPECT_EQ(bed_->setLink(2, true), "");
+  restoreLink(*bed_, saboteur, 2);
   unsetenv("LOOM_TIMEOUT_MS");
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << (WIFEXITED(status) && WEXITSTATUS(status) == 2 ? "the ranks never all finished an allreduce"
-                                                         : "taking the link down failed");
   EXPECT_TRUE(failures.empty()) << failures;
 }
 
@@ -391,26 +426,13 @@ TEST_F(Hosts, RankKilledMidCollective) {
   setenv("LOOM_TIMEOUT_MS", std::to_string(kFaultTimeoutMs).c_str(), 1);
   const FaultClock fault;
   const std::string failures = runRanks(Launch::Processes, 4, placed(2, 120), [&](RankContext& ctx) -> std::string {
-    if (ctx.rank == 2) {
-      std::thread([&fault] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-        fault.markNow();
-        raise(SIGKILL);
-      }).detach();
-    }
+    if (ctx.rank == 2) killThisRankSoon(fault);
     return expectFaultReported(ctx, fault, {2});
   });
   unsetenv("LOOM_TIMEOUT_MS");
   // The killed rank is the only one reported, as killed.
-  std::istringstream lines(failures);
-  std::string line, others;
   bool victimSeen = false;
-  while (std::getline(lines, line)) {
-    if (line.rfind("rank 2:", 0) == 0 && line.find("signal 9") != std::string::npos)
-      victimSeen = true;
-    else if (!line.empty())
-      others += line + "\n";
-  }
+  const std::string others = otherThanKilled(failures, 2, &victimSeen);
   EXPECT_TRUE(victimSeen) << failures;
   EXPECT_TRUE(others.empty()) << others;
 }
@@ -449,22 +471,12 @@ TEST_F(Hosts, ShrinkAfterARankOnAnotherHostIsKilled) {
   setenv("LOOM_TIMEOUT_MS", std::to_string(kFaultTimeoutMs).c_str(), 1);
   const FaultClock fault;
   const std::string failures = runRanks(Launch::Processes, 4, placed(2, 120), [&](RankContext& ctx) -> std::string {
-    if (ctx.rank == 2) {
-      std::thread([&fault] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-        fault.markNow();
-        raise(SIGKILL);
-      }).detach();
-    }
+    if (ctx.rank == 2) killThisRankSoon(fault);
     if (std::string e = expectFaultReported(ctx, fault, {2}, true); !e.empty()) return e;
     return shrinkAndGoOn(ctx, {2});
   });
   unsetenv("LOOM_TIMEOUT_MS");
-  std::istringstream lines(failures);
-  std::string line, others;
-  while (std::getline(lines, line))
-    if (!line.empty() && !(line.rfind("rank 2:", 0) == 0 && line.find("signal 9") != std::string::npos))
-      others += line + "\n";
+  const std::string others = otherThanKilled(failures, 2);
   EXPECT_TRUE(others.empty()) << others;
 }
 
@@ -473,24 +485,14 @@ TEST_F(Hosts, ShrinkAfterARankOnAnotherHostIsKilled) {
 TEST_F(Hosts, ShrinkAfterAHostsLinkGoesDown) {
   setenv("LOOM_TIMEOUT_MS", std::to_string(kFaultTimeoutMs).c_str(), 1);
   const FaultClock fault;
-  const pid_t saboteur = fork();  // before the ranks: the test process must stay single-threaded
-  if (saboteur == 0) {
-    if (!fault.waitForReady(4, std::chrono::seconds(60))) _exit(2);
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    const bool down = bed_->setLink(2, false).empty();
-    fault.markNow();
-    _exit(down ? 0 : 1);
-  }
+  const pid_t saboteur = cutLinkOnceReady(*bed_, fault, 2);
   const std::string failures = runRanks(Launch::Processes, 4, placed(1, 120), [&](RankContext& ctx) {
     if (ctx.rank == 2) return expectFaultReported(ctx, fault, {});
     if (std::string e = expectFaultReported(ctx, fault, {2}, true); !e.empty()) return e;
     return shrinkAndGoOn(ctx, {2});
   });
-  int status = 0;
-  waitpid(saboteur, &status, 0);
-  EXPECT_EQ(bed_->setLink(2, true), "");
+  restoreLink(*bed_, saboteur, 2);
   unsetenv("LOOM_TIMEOUT_MS");
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_TRUE(failures.empty()) << failures;
 }
 

@@ -27,34 +27,15 @@
 #include "transport/net/socket/socket_provider.h"
 #ifdef LOOM_HAVE_IBVERBS
 #include "transport/net/ib/ib_config.h"
+#include "../../api/scoped_env.h"
 #endif
 
 namespace loom {
 namespace {
 
+using loomtest::ScopedEnv;
+
 constexpr const char* kComputed = "(computed)";
-
-// Sets (or unsets) one variable for a scope, restoring what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      setenv(name, value->c_str(), 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 bool parseInt(const std::string& text, int64_t* out) {
   char* end = nullptr;

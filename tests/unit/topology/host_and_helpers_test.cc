@@ -5,28 +5,12 @@
 #include "fixtures.h"
 #include "topology/cpu_mask.h"
 #include "topology/hardware.h"
+#include "../../api/scoped_env.h"
 
 namespace loom {
 namespace {
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old) old_ = old;
-    had_ = old != nullptr;
-    if (value) setenv(name, value, 1); else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1); else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using loomtest::ScopedEnv;
 
 TEST(HostIdentity, StableAndOverridable) {
   ScopedEnv clear("LOOM_HOSTID", nullptr);
