@@ -3,8 +3,11 @@
 
     python3 examples/elastic_train.py                      # 4 ranks, rank 2 killed with SIGKILL at step 20
     python3 examples/elastic_train.py --nprocs 8 --kill 3@20,6@40 --steps 80
+    scripts/hosts.sh up 2; scripts/hosts.sh exec loombed-h1 \
+        python3 examples/elastic_train.py --hosts loombed-h1,loombed-h2 --kill 3@20   # across simulated hosts
 
-N processes (started here, which serves their store: no torchrun) train the small GPT of loom.parallel on the bigram language of
+N processes (started here, which serves their store: no torchrun; with --hosts, placed in blocks on the
+simulated hosts of scripts/hosts.sh, this launcher running on the first) train the small GPT of loom.parallel on the bigram language of
 train_gpt.py, each on its share of every step's global batch, averaging gradients with dist.all_reduce
 over the loom backend. Each process of --kill (RANK@STEP: its rank as started) kills itself with SIGKILL at
 that step, between backward and the gradient all_reduce. Every survivor's all_reduce then fails, naming
@@ -19,12 +22,13 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.distributed.distributed_c10d import SHRINK_ABORT
 
 import loom.torch  # noqa: F401 - registers the "loom" backend
@@ -32,8 +36,13 @@ from loom.parallel import gpt
 from toy_grammar import grammar, make_batch
 
 def lost_ranks(error):
-    """The ranks whose process an error says died ("rank 2 (host pid 123, shm) died ...")."""
-    return sorted({int(r) for r in re.findall(r"rank (\d+) \([^)]*\) died", str(error))})
+    """The ranks whose process an error says is gone: a peer of this host "died" ("rank 2 (host pid 123,
+    shm) died ..."), a peer over the network "closed the connection" ("receive from rank 3: the
+    connection was closed by the peer ...")."""
+    text = str(error)
+    died = re.findall(r"rank (\d+) \([^)]*\) died", text)
+    closed = re.findall(r"(?:from|to) rank (\d+): (?:ucx: )?the connection was closed by the peer", text)
+    return sorted({int(r) for r in died + closed})
 
 
 def kill_plan(text):
@@ -52,10 +61,14 @@ def say(rank, start, text):
         print(f"[{time.monotonic() - start:7.2f} s] {text}", flush=True)
 
 
-def worker(rank, args, port, start):
+HOSTS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "hosts.sh")
+
+
+def worker(rank, args, store_address, start):
     torch.set_num_threads(1)
     # The job's store is served by the launcher (as torchrun's agent does), not by a rank that may die.
-    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=args.timeout))
+    host, port = store_address.rsplit(":", 1)
+    store = dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=args.timeout))
     dist.init_process_group("loom", store=store, rank=rank, world_size=args.nprocs,
                             timeout=timedelta(seconds=args.timeout))
     config = gpt.GPTConfig(vocab=args.vocab, seq_len=args.seq_len, hidden=args.hidden, heads=4, layers=args.layers,
@@ -142,18 +155,31 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=60, help="seconds: the process group's (and Loom's) timeout")
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--hosts", default="", help="HOST,...: simulated hosts of scripts/hosts.sh to place the ranks on, "
+                    "in blocks (run this launcher on the first)")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # RANK,STORE_HOST:PORT,START: one rank
     args = ap.parse_args()
+    if args.worker:
+        rank, store_address, start = args.worker.split(",")
+        worker(int(rank), args, store_address, float(start))
+        return
     doomed = set(kill_plan(args.kill).values())
-    ctx = mp.get_context("spawn")
+    hosts = [h for h in args.hosts.split(",") if h]
+    # On simulated hosts the ranks reach the store at the first host's address (CLOCK_MONOTONIC, the
+    # start, is one clock for every process of the machine).
+    store_host = subprocess.check_output(["bash", HOSTS_SH, "addr", hosts[0]], text=True).strip() if hosts else "127.0.0.1"
     port, start = free_port(), time.monotonic()
-    store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)  # noqa: F841 - serves the job
-    procs = [ctx.Process(target=worker, args=(r, args, port, start)) for r in range(args.nprocs)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    bad = [(r, p.exitcode) for r, p in enumerate(procs)
-           if p.exitcode != (-signal.SIGKILL if r in doomed else 0)]
+    store = dist.TCPStore(store_host, port, is_master=True, wait_for_workers=False)  # noqa: F841 - serves the job
+    per_host = -(-args.nprocs // len(hosts)) if hosts else args.nprocs
+    procs = []
+    for r in range(args.nprocs):
+        cmd = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--worker", f"{r},{store_host}:{port},{start!r}"]
+        host = hosts[r // per_host] if hosts else None
+        # This launcher runs on the first host: its ranks start here, the others through hosts.sh.
+        procs.append(subprocess.Popen(["bash", HOSTS_SH, "exec", host, *cmd] if host and host != hosts[0] else cmd))
+    codes = [p.wait() for p in procs]
+    killed = (-signal.SIGKILL, 128 + signal.SIGKILL)  # 128 + 9: as the host's shell reports it
+    bad = [(r, c) for r, c in enumerate(codes) if (c in killed) != (r in doomed) or (c not in killed and c != 0)]
     if bad:
         raise SystemExit(f"elastic_train: processes ended unexpectedly (rank, exit code): {bad}")
     print(f"elastic_train: {args.nprocs - len(doomed)} of {args.nprocs} ranks finished {args.steps} steps")

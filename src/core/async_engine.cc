@@ -309,6 +309,7 @@ void AsyncEngine::run() {
       lastHealthCheck = now;
       for (const auto& t : active_) {
         if (!st.ok()) break;
+        if (t->work.flight) t->work.flight->waitingOn(t->runner->blockedPeer());
         st = explainPeerTimeout(*t->runner, t->runner->checkBlockedPeers(), t->work.timeoutMs);
         if (st.ok() && t->work.timeoutMs > 0 && waiter.idleNs() > t->work.timeoutMs * 1000000)
           st = stalledRunnerError(*t->runner, t->work.timeoutMs);

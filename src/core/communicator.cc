@@ -183,7 +183,7 @@ void markCommFailed(loomComm* comm, const Status& error, bool ownsConnections) {
   if (comm->device) comm->device->raiseAbort();  // plan kernels' lanes waiting on peers stop at once
   // Who is stuck, while every rank's state still says so: by the ranks whose own wait timed out (those
   // that failed on a peer's notice leave it to them), after the notices went out.
-  if (comm->timedOutHere.load() && comm->stateServing) comm->stateServing->reportAfterTimeout();
+  if (comm->flight.timedOut() && comm->stateServing) comm->stateServing->reportAfterTimeout();
 }
 
 }  // namespace loom

@@ -80,7 +80,6 @@ struct loomComm {
   std::unique_ptr<loom::AsyncEngine> engine;
 
   std::atomic<bool> aborted{false};
-  std::atomic<bool> timedOutHere{false};  // an operation of this rank's made no progress for the timeout
   std::atomic<int> callsInFlight{0};  // API calls naming this communicator (core/api_result.h)
   std::atomic<int> asyncError{loomSuccess};
   bool finalized = false;

@@ -433,7 +433,7 @@ Status explainPeerTimeout(PlanRunner& runner, const Status& st, int64_t timeoutM
 }
 
 Status stalledRunnerError(PlanRunner& runner, int64_t timeoutMs) {
-  if (std::atomic<bool>* flag = runner.work().timedOutHere) flag->store(true);
+  if (FlightRecord* flight = runner.work().flight) flight->markTimedOut();
   Status timeout = errorStatus(loomTimeout, "{}: no progress for {} ms (LOOM_TIMEOUT_MS); {}", runner.describeCurrent(),
                                timeoutMs, runner.describeWaits());
   if (!runner.work().transports->hasNetPeers()) return timeout;  // memory peers see the failure in this rank's segment at once
@@ -492,6 +492,7 @@ Status executeWork(std::span<CommWork> work, int* failedComm) {
     if (now - lastHealthCheck > kHealthCheckNs) {
       lastHealthCheck = now;
       for (size_t i = 0; i < runners.size(); ++i) {
+        if (work[i].flight) work[i].flight->waitingOn(runners[i].blockedPeer());
         Status st = runners[i].checkBlockedPeers();
         int64_t timeoutMs = work[i].timeoutMs;
         st = explainPeerTimeout(runners[i], st, timeoutMs);

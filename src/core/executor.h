@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "core/core_sharing.h"
+#include "core/flight_record.h"
 #include "core/operation.h"
 #include "core/trace.h"
 #include "core/wait_history.h"
@@ -75,9 +76,9 @@ struct CommWork {
   bool oversubscribed = false;  // yield the core while spinning
   CoreSharing* sharing = nullptr;  // the driving thread's: what to do about a peer on its core
   Tracer* tracer = nullptr;     // LOOM_TRACE_FILE, else null
-  // Set when this rank's own wait ran past timeoutMs (not a peer's notice): it then logs the job's
-  // hang report (core/state_service.h).
-  std::atomic<bool>* timedOutHere = nullptr;
+  // The communicator's flight record: told whom a lasting wait is on, and that this rank's own wait
+  // timed out (core/flight_record.h).
+  FlightRecord* flight = nullptr;
   std::vector<BoundPlan> plans;
 };
 

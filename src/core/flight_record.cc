@@ -29,6 +29,7 @@ void FlightRecord::issued(uint64_t seq, Collective coll, uint64_t count, loomDat
   s.coll.store(static_cast<uint8_t>(coll), relaxed);
   s.dtype.store(static_cast<uint8_t>(dtype), relaxed);
   s.version.store(v + 2, std::memory_order_release);
+  waitingOn_.store(-1, relaxed);  // a new operation: whatever the last one waited on is history
   lastIssued_.store(seq, std::memory_order_release);
 }
 
@@ -48,6 +49,8 @@ std::string FlightRecord::json() const {
   const uint64_t last = lastIssued_.load(std::memory_order_acquire);
   j["last_issued"] = last;
   j["completed_up_to"] = completedUpTo_.load(std::memory_order_acquire);
+  j["waiting_on"] = waitingOn_.load(std::memory_order_relaxed);
+  j["timed_out"] = timedOut_.load(std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(failureMutex_);
     j["failure"] = failure_;

@@ -1,6 +1,7 @@
 // A communicator's flight record: the last kEntries operations this rank issued (sequence number,
-// collective, count, datatype, root or peer, when), how far they completed, and the error that broke
-// the communicator. Written on the operation path with a few plain stores (no lock, no allocation);
+// collective, count, datatype, root or peer, when), how far they completed, the peer its current wait
+// is on (noted by the driving thread's health check, so only waits that last), whether its own wait
+// timed out, and the error that broke the communicator. Written on the operation path with a few plain stores (no lock, no allocation);
 // read from any thread at any time, also while the rank is wedged in an operation (a slot being
 // rewritten is skipped), as JSON for a dump (loomCommDumpState) and for the job-wide hang report
 // (core/hang_report.h), which lines up every rank's record.
@@ -26,9 +27,14 @@ class FlightRecord {
   void completedUpTo(uint64_t seq);
   // The error that broke the communicator (the first is kept).
   void failed(const std::string& error);
+  // The operation in flight has waited a while on rank `peer` (-1: on none in particular).
+  void waitingOn(int peer) { waitingOn_.store(peer, std::memory_order_relaxed); }
+  // This rank's own wait ran past the timeout (not a peer's notice): it then logs the job's hang report.
+  void markTimedOut() { timedOut_.store(true, std::memory_order_relaxed); }
+  bool timedOut() const { return timedOut_.load(std::memory_order_relaxed); }
 
-  // {"completed_up_to", "last_issued", "failure", "entries": [{"seq", "op", "count", "dtype",
-  // "peer", "age_us"}...] oldest first}; callable from any thread.
+  // {"completed_up_to", "last_issued", "waiting_on", "timed_out", "failure", "entries": [{"seq", "op",
+  // "count", "dtype", "peer", "age_us"}...] oldest first}; callable from any thread.
   std::string json() const;
 
  private:
@@ -46,6 +52,8 @@ class FlightRecord {
   Slot slots_[kEntries];
   std::atomic<uint64_t> lastIssued_{0};
   std::atomic<uint64_t> completedUpTo_{0};
+  std::atomic<int32_t> waitingOn_{-1};
+  std::atomic<bool> timedOut_{false};
   mutable std::mutex failureMutex_;  // never taken on the operation path
   std::string failure_;
 };

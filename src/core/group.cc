@@ -35,7 +35,7 @@ CommWork workFor(loomComm_t comm) {
   w.oversubscribed = comm->oversubscribed;
   w.sharing = comm->callerSharing.get();
   w.tracer = comm->tracer.get();
-  w.timedOutHere = &comm->timedOutHere;
+  w.flight = &comm->flight;
   return w;
 }
 

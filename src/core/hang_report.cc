@@ -25,6 +25,7 @@ struct Entry {
 struct RankState {
   bool reached = false;
   uint64_t lastIssued = 0, completedUpTo = 0;
+  int waitingOn = -1;  // the peer a lasting wait is on
   std::string failure, name;
   std::map<uint64_t, Entry> entries;
 };
@@ -37,6 +38,7 @@ Status parseState(int rank, const std::string& text, RankState* out) {
     out->lastIssued = j.at("last_issued").get<uint64_t>();
     out->completedUpTo = j.at("completed_up_to").get<uint64_t>();
     out->failure = j.value("failure", "");
+    out->waitingOn = j.value("waiting_on", -1);
     out->name = j.value("comm", "");
     for (const auto& e : j.at("entries"))
       out->entries[e.at("seq").get<uint64_t>()] =
@@ -97,7 +99,18 @@ Status analyzeHang(const std::vector<std::string>& states, std::string* text, st
       if (rs.size() > most) expected = sig, most = rs.size();
     nlohmann::ordered_json mismatched = nlohmann::json::array();
     out += fmt::format("oldest operation not finished everywhere: #{} {}\n", seq, expected.empty() ? "(not recorded)" : expected);
-    out += fmt::format("  entered by: {}\n  waiting in it: {}\n", rankList(entered), rankList(waiting));
+    // Whom each waiting rank waits on, where its wait lasted long enough to be noted.
+    std::string waitingText;
+    nlohmann::ordered_json waitingOn = nlohmann::json::object();
+    for (int r : waiting) {
+      const int peer = ranks[static_cast<size_t>(r)].waitingOn;
+      waitingText += fmt::format("{}{}", waitingText.empty() ? "" : ", ", r);
+      if (peer >= 0) {
+        waitingText += fmt::format(" (on rank {})", peer);
+        waitingOn[std::to_string(r)] = peer;
+      }
+    }
+    out += fmt::format("  entered by: {}\n  waiting in it: {}\n", rankList(entered), waiting.empty() ? "none" : waitingText);
     if (!finished.empty()) out += fmt::format("  finished it: {}\n", rankList(finished));
     for (int r : neverEntered) {
       const RankState& s = ranks[static_cast<size_t>(r)];
@@ -115,7 +128,8 @@ Status analyzeHang(const std::vector<std::string>& states, std::string* text, st
       }
     }
     j["oldest_unfinished"] = {{"seq", seq},        {"op", expected},     {"entered", entered},
-                              {"never_entered", neverEntered}, {"waiting", waiting}, {"mismatched", mismatched}};
+                              {"never_entered", neverEntered}, {"waiting", waiting}, {"waiting_on", waitingOn},
+                              {"mismatched", mismatched}};
   }
   nlohmann::ordered_json failures = nlohmann::json::array();
   for (int r : reached)

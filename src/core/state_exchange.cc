@@ -63,7 +63,6 @@ std::string commStateJson(const loomComm& comm) {
     j["host"] = me.hostname;
     j["pid"] = me.pid;
   }
-  j["timed_out"] = comm.timedOutHere.load();  // its own wait ran past the timeout
   const nlohmann::json record = nlohmann::json::parse(comm.flight.json());
   for (const auto& [key, value] : record.items()) j[key] = value;
   return j.dump();

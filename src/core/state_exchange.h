@@ -27,8 +27,7 @@ struct StateAddressBook {
 // The book of a communicator whose init exchanged the ranks' state ports.
 StateAddressBook stateAddressBook(const loomComm& comm, const uint8_t* secret);
 
-// This rank's state: {"comm", "rank", "nranks", "host", "pid", "timed_out"} and FlightRecord::json()'s
-// fields.
+// This rank's state: {"comm", "rank", "nranks", "host", "pid"} and FlightRecord::json()'s fields.
 // Takes no lock the operation path holds: it answers while the rank is wedged.
 std::string commStateJson(const loomComm& comm);
 

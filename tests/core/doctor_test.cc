@@ -93,7 +93,15 @@ class Job {
     std::system(("rm -rf '" + dir_ + "'").c_str());
   }
   std::string sockets() const { return dir_ + "/sockets"; }
-  std::string stderrOf(int rank) const { return readFile(dir_ + "/rank" + std::to_string(rank) + ".err"); }
+  // The rank's stderr once it holds `text`, or after 10 s.
+  std::string stderrOnceItSays(int rank, const char* text) const {
+    std::string log;
+    for (int i = 0; i < 100 && log.find(text) == std::string::npos; ++i) {
+      sleepMs(100);
+      log = readFile(dir_ + "/rank" + std::to_string(rank) + ".err");
+    }
+    return log;
+  }
   pid_t pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
 
   // The doctor's text and JSON report of the job (the one job here).
@@ -136,6 +144,11 @@ TEST(Doctor, NamesARankThatSkipsACollective) {
   EXPECT_EQ(o["seq"], 4) << j.dump();
   EXPECT_EQ(ints(o["never_entered"]), std::vector<int>({2})) << j.dump();
   EXPECT_EQ(ints(o["waiting"]), std::vector<int>({0, 1, 3})) << j.dump();
+  // Whom they wait on (noted once a wait lasts 100 ms): whatever the algorithm, someone on rank 2.
+  bool onTwo = false;
+  for (const auto& [rank, peer] : o["waiting_on"].items()) onTwo = onTwo || peer == 2;
+  EXPECT_TRUE(onTwo) << j.dump();
+  EXPECT_NE(text.find("(on rank 2)"), std::string::npos) << text;
 }
 
 // Rank 0 is stuck in compute before #2: its process still answers (the doctor asks through it).
@@ -210,11 +223,7 @@ TEST(Doctor, ATimeoutLogsTheJobsReport) {
   Job job(3, 1, [](int rank, loomComm_t comm) {
     if (rank != 2) allReduce(comm);
   }, "1500");
-  std::string log;
-  for (int i = 0; i < 100 && log.find("NEVER ENTERED") == std::string::npos; ++i) {
-    sleepMs(100);
-    log = job.stderrOf(0);
-  }
+  const std::string log = job.stderrOnceItSays(0, "NEVER ENTERED");
   EXPECT_NE(log.find("timed out; the job's state:"), std::string::npos) << log;
   EXPECT_NE(log.find("NEVER ENTERED: rank 2 (its last operation: #1 AllReduce"), std::string::npos) << log;
 }
@@ -225,11 +234,7 @@ TEST(Doctor, SigusrOneLogsTheJobsReport) {
     if (rank != 2) allReduce(comm);
   });
   kill(job.pid(1), SIGUSR1);
-  std::string log;
-  for (int i = 0; i < 100 && log.find("NEVER ENTERED") == std::string::npos; ++i) {
-    sleepMs(100);
-    log = job.stderrOf(1);
-  }
+  const std::string log = job.stderrOnceItSays(1, "NEVER ENTERED");
   EXPECT_NE(log.find("on signal 10, the job's state:"), std::string::npos) << log;
   EXPECT_NE(log.find("NEVER ENTERED: rank 2"), std::string::npos) << log;
   EXPECT_EQ(kill(job.pid(1), 0), 0) << "the signal ended the process";

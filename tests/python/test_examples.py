@@ -60,3 +60,24 @@ def test_elastic_train():
     assert "step 10: lost rank(s) [0]" in out and "continuing with 3 ranks" in out, out
     assert "step 25: lost rank(s) [2]" in out and "continuing with 2 ranks" in out, out
     assert "the loss went on falling (OK)" in out and "2 of 4 ranks finished 40 steps" in out, out
+
+
+def test_elastic_train_across_hosts():
+    """The same across two simulated hosts (scripts/hosts.sh), two ranks on each: the process killed is
+    rank 3, on the second host; the ranks left shrink across the hosts and the loss goes on falling."""
+    hosts_sh = os.path.join(ROOT, "scripts", "hosts.sh")
+    check = subprocess.run(["bash", hosts_sh, "check"], capture_output=True, text=True)
+    if check.returncode != 0:
+        pytest.skip(f"no simulated hosts here: {check.stdout.strip()} {check.stderr.strip()}")
+    bed = f"el{os.getpid() % 100000}"
+    subprocess.run(["bash", hosts_sh, "gc"], capture_output=True)
+    up = subprocess.run(["bash", hosts_sh, "up", "2", "--bed", bed, "--owner", str(os.getpid())], capture_output=True,
+                        text=True)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        out = run(["bash", hosts_sh, "exec", f"{bed}-h1", sys.executable, os.path.join(EXAMPLES, "elastic_train.py"),
+                   "--hosts", f"{bed}-h1,{bed}-h2", "--steps", "30", "--kill", "3@10"])
+    finally:
+        subprocess.run(["bash", hosts_sh, "down", "--bed", bed], capture_output=True)
+    assert "step 10: lost rank(s) [3]" in out and "continuing with 3 ranks" in out, out
+    assert "the loss went on falling (OK)" in out and "3 of 4 ranks finished 30 steps" in out, out

@@ -17,8 +17,12 @@ constexpr size_t kHeaderBytes = sizeof(uint64_t);
 // The header no message has: the control stream goes on over the other direction's connection.
 constexpr uint64_t kSwitchMark = ~0ull;
 
+// An end of stream, a reset and a broken pipe all say the same: the peer's end went away (its process
+// exited or aborted, or its host is gone); which one a rank sees depends on timing, so they read alike.
 Status controlError(ssize_t n) {
-  if (n == 0) return Status(loomRemoteError, "the connection was closed by the peer (did it exit or abort?)");
+  if (n == 0 || errno == ECONNRESET || errno == EPIPE)
+    return errorStatus(loomRemoteError, "the connection was closed by the peer (did it exit or abort?){}",
+                       n == 0 ? "" : fmt::format(" ({})", std::strerror(errno)));
   return errorStatus(loomRemoteError, "the control stream failed: {}", std::strerror(errno));
 }
 
