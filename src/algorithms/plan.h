@@ -1,5 +1,5 @@
 // The plan: the central contract between algorithms (which build it) and the executor (which runs it),
-// the verifier (which proves it) and the simulator (which times it). See ../../DESIGN.md "Plans".
+// the verifier (which proves it) and the simulator (which times it). See docs/DESIGN.md, "Plans".
 //
 // A plan is one rank's share of one operation. It is made of lanes; each lane is an ordered list of
 // steps that runs strictly in order, while different lanes progress independently (so a rank can send

@@ -1,5 +1,5 @@
 // What transports need from the bootstrap during setup, as an interface so that transport/ does not
-// depend on bootstrap/ (DESIGN.md: dependencies point one way).
+// depend on bootstrap/ (docs/DESIGN.md: dependencies point one way).
 #pragma once
 
 #include <cstddef>

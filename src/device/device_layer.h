@@ -1,4 +1,4 @@
-// The device layer's seam (DESIGN.md: core -> device -> kernels): everything core asks of CUDA, and
+// The device layer's seam (docs/DESIGN.md: core -> device -> kernels): everything core asks of CUDA, and
 // the only header of src/device that core includes (with operation_gate.h, which it exposes). Core
 // routes each operation once, by its communicator and the memory kind of its buffers, to the host
 // path, to staging through pinned host memory, or to plan kernels; only the last two come here.

@@ -1,4 +1,4 @@
-// Memory kinds (DESIGN.md): is a buffer host memory or CUDA device memory? Asked per pointer, per
+// Memory kinds (docs/DESIGN.md): is a buffer host memory or CUDA device memory? Asked per pointer, per
 // call. The first question also asks whether CUDA is usable at all in this process (the runtime is
 // linked statically and finds the driver, libcuda.so, only now); when it is not (no driver, no GPU,
 // LOOM_CUDA=0) the answer is cached and every later pointer is host memory without a CUDA call.

@@ -1,4 +1,4 @@
-// The p2p transport (DESIGN.md): FIFOs in GPU memory that the ranks of one host reach directly, for
+// The p2p transport (docs/DESIGN.md): FIFOs in GPU memory that the ranks of one host reach directly, for
 // the plan kernel (kernels/cuda/plan_kernel.cu). Peers on other hosts get no FIFO here: the tables
 // take the network lanes' (net_lane_fifos.h, adoptNetFifos). Every rank allocates one block of device memory
 // holding the FIFOs its peers send into and maps every peer's block: same process (ranks as threads)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the library's layering (DESIGN.md, docs/ARCHITECTURE.md) on its #include lines:
+"""Checks the library's layering (docs/DESIGN.md, docs/ARCHITECTURE.md) on its #include lines:
 
 - CUDA headers (cuda*.h, cuda/..., cub/, thrust/, nvml.h, ...) are included only in src/device and
   src/kernels/cuda, so that everything CUDA-only lives in those two folders;
