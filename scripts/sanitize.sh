@@ -24,7 +24,11 @@ asan_matrices=(api_threads api_transports_threads api_socket_threads)
 # Left out of ASan: the communicator on fixture machines compared with loom-sim (api_topology*,
 # algorithms-tuning; 5 min of ASan's build and run with loom-sim): they run the communicator and
 # builders the API tests run, and `topology` keeps the fixture parsers under ASan.
-asan_skipped=(api_topology api_topology_processes algorithms-tuning)
+# Left out too: the process-rank twins of thread-rank API binaries (the same test file compiled again
+# with LOOM_API_PROCESSES, 2 min of ASan's build and run): api_processes keeps process ranks, and so
+# shared memory between processes, under ASan.
+asan_skipped=(api_topology api_topology_processes algorithms-tuning
+              api_socket_processes api_split_group_processes api_algorithms_processes api_errors_processes)
 ASAN_LEFT_OUT="^($(IFS='|'; echo "${asan_matrices[*]} ${asan_skipped[*]}" | tr ' ' '|'))\$"
 export GTEST_FILTER='-Builders/Sweep.*'
 # Under TSan every API matrix is 6-9 min; core_* and these cover the threads that share a process:

@@ -85,7 +85,6 @@ class Job {
     EXPECT_EQ(joined, n) << "a rank died before its planted fault";
     unsetenv("LOOM_DOCTOR_DIR");
     unsetenv("LOOM_TIMEOUT_MS");
-    sleepMs(300);  // into the planted state
   }
   ~Job() {
     for (pid_t p : pids_) kill(p, SIGKILL);
@@ -93,6 +92,26 @@ class Job {
     std::system(("rm -rf '" + dir_ + "'").c_str());
   }
   std::string sockets() const { return dir_ + "/sockets"; }
+  // Waits (up to 30 s) until each rank r with want[r] > 0 has issued operation want[r], as the
+  // processes' own lists say (a loaded machine may not have run a rank into its planted state yet),
+  // then 300 ms more: a wait's peer is noted once it lasted 100 ms.
+  bool waitUntilIssued(const std::vector<uint64_t>& want) const {
+    for (int attempt = 0; attempt < 300; ++attempt, sleepMs(100)) {
+      const nlohmann::json list = nlohmann::json::parse(doctor("--list --json --dir " + sockets()), nullptr, false);
+      if (list.is_discarded()) continue;
+      std::vector<uint64_t> issued(want.size(), 0);
+      for (const auto& p : list)
+        for (const auto& c : p["comms"])
+          if (c["rank"].get<size_t>() < issued.size()) issued[c["rank"].get<size_t>()] = c["last_issued"].get<uint64_t>();
+      bool all = true;
+      for (size_t r = 0; r < want.size(); ++r) all = all && (want[r] == 0 || issued[r] >= want[r]);
+      if (all) {
+        sleepMs(300);
+        return true;
+      }
+    }
+    return false;
+  }
   // The rank's stderr once it holds `text`, or after 10 s.
   std::string stderrOnceItSays(int rank, const char* text) const {
     std::string log;
@@ -136,6 +155,7 @@ TEST(Doctor, NamesARankThatSkipsACollective) {
   Job job(4, 3, [](int rank, loomComm_t comm) {
     if (rank != 2) allReduce(comm);
   });
+  ASSERT_TRUE(job.waitUntilIssued({4, 4, 3, 4}));
   const std::string text = job.text();
   EXPECT_NE(text.find("oldest operation not finished everywhere: #4 AllReduce of 1000 x float"), std::string::npos) << text;
   EXPECT_NE(text.find("NEVER ENTERED: rank 2 (its last operation: #3 AllReduce"), std::string::npos) << text;
@@ -157,6 +177,7 @@ TEST(Doctor, NamesARankStuckInCompute) {
     if (rank == 0) for (;;) sleepMs(1000);  // "computing"
     allReduce(comm);
   });
+  ASSERT_TRUE(job.waitUntilIssued({1, 2, 2}));
   const std::string text = job.text();
   EXPECT_NE(text.find("(asked through rank 0)"), std::string::npos) << text;
   EXPECT_NE(text.find("NEVER ENTERED: rank 0"), std::string::npos) << text;
@@ -171,6 +192,7 @@ TEST(Doctor, NamesARankThatCalledAnotherCollective) {
     if (rank == 1) loomBroadcast(data.data(), data.data(), 500, loomFloat32, 0, comm, nullptr);
     else allReduce(comm);
   });
+  ASSERT_TRUE(job.waitUntilIssued({3, 3, 3}));
   const std::string text = job.text();
   EXPECT_NE(text.find("MISMATCH: rank 1 called Broadcast of 500 x float (root 0) at #3 where the others called AllReduce of "
                       "1000 x float"), std::string::npos) << text;
@@ -185,6 +207,7 @@ TEST(Doctor, NamesAKilledRank) {
     if (rank == 3) raise(SIGKILL);
     allReduce(comm);
   });
+  ASSERT_TRUE(job.waitUntilIssued({3, 3, 3, 0}));
   const std::string text = job.text();
   EXPECT_NE(text.find("UNREACHABLE: 3"), std::string::npos) << text;
   EXPECT_NE(text.find("rank 3 did not answer"), std::string::npos) << text;
@@ -233,6 +256,7 @@ TEST(Doctor, SigusrOneLogsTheJobsReport) {
   Job job(3, 1, [](int rank, loomComm_t comm) {
     if (rank != 2) allReduce(comm);
   });
+  ASSERT_TRUE(job.waitUntilIssued({2, 2, 1}));
   kill(job.pid(1), SIGUSR1);
   const std::string log = job.stderrOnceItSays(1, "NEVER ENTERED");
   EXPECT_NE(log.find("on signal 10, the job's state:"), std::string::npos) << log;
@@ -248,6 +272,45 @@ TEST(Doctor, OffServesNothing) {
   int status = 0;
   const std::string out = doctor("--dir " + job.sockets(), &status);
   EXPECT_EQ(status, 2) << out;
+}
+
+// A process with a communicator forks; the child (without the parent's service thread) makes its own:
+// each process lists only its own communicator, and the parent's still answers after the child ended.
+// (In a child process of this test, so that this process starts no thread before other tests fork.)
+TEST(Doctor, AForkedChildServesItsOwnCommunicators) {
+  char tmpl[] = "/tmp/loom-doctor-fork-XXXXXX";
+  const std::string dir = mkdtemp(tmpl), sockets = dir + "/sockets";
+  const pid_t parent = fork();
+  if (parent == 0) {
+    setenv("LOOM_DOCTOR_DIR", sockets.c_str(), 1);
+    loomComm_t comm = nullptr;
+    if (loomCommInitAll(&comm, 1, nullptr) != loomSuccess) _exit(10);
+    const pid_t child = fork();
+    if (child == 0) {
+      loomComm_t mine = nullptr;
+      if (loomCommInitAll(&mine, 1, nullptr) != loomSuccess) _exit(11);
+      nlohmann::json list = nlohmann::json::parse(doctor("--list --json --dir " + sockets), nullptr, false);
+      if (list.is_discarded() || list.size() != 2) _exit(12);
+      for (const auto& p : list)
+        if (p["comms"].size() != 1) _exit(13);
+      loomCommDestroy(mine);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) _exit(20 + (WIFEXITED(status) ? WEXITSTATUS(status) : 9));
+    // The child's socket went with its communicator; the parent's service still answers.
+    nlohmann::json list = nlohmann::json::parse(doctor("--list --json --dir " + sockets), nullptr, false);
+    if (list.is_discarded() || list.size() != 1 || list[0]["pid"] != getpid()) _exit(40);
+    loomCommDestroy(comm);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(parent, &status, 0);
+  std::system(("rm -rf '" + dir + "'").c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+      << " (1x: init, 3x: the child's list, 4x: the parent's after it)";
 }
 
 }  // namespace

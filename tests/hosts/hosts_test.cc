@@ -570,7 +570,20 @@ TEST_F(Hosts, DoctorNamesARankBehindADownLink) {
   const pid_t asker = fork();  // before the ranks: the test process must stay single-threaded
   if (asker == 0) {
     if (!asked.waitForReady(4, std::chrono::seconds(60))) _exit(2);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others are in #2 by now
+    // Until ranks 0, 1 and 3 are in #2, as the doctor sees them (all reachable yet: a quick answer).
+    bool inTwo = false;
+    for (int i = 0; i < 300 && !inTwo; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const std::string cmd = std::string(exe) + " --list --json --dir " + sockets + " > " + answer;
+      if (std::system(cmd.c_str()) != 0) continue;
+      std::ifstream listed(answer);
+      const nlohmann::json list = nlohmann::json::parse(listed, nullptr, false);
+      int entered = 0;
+      for (const auto& p : list.is_discarded() ? nlohmann::json::array() : list)
+        for (const auto& c : p["comms"]) entered += c["rank"] != 2 && c["last_issued"] == 2;
+      inTwo = entered == 3;
+    }
+    if (!inTwo) _exit(5);
     if (!bed_->setLink(2, false).empty()) _exit(3);
     const int rc = std::system((std::string(exe) + " --json --dir " + sockets + " > " + answer).c_str());
     const bool up = bed_->setLink(2, true).empty();

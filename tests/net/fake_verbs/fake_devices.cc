@@ -150,7 +150,8 @@ int ibv_query_port(ibv_context* context, uint8_t port, _compat_ibv_port_attr* co
   const FakeDevice& d = *reinterpret_cast<FakeContext*>(context)->device;
   if (port != 1) return EINVAL;
   auto* attr = reinterpret_cast<ibv_port_attr*>(compat);
-  attr->state = d.active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+  const bool active = d.active.load();
+  attr->state = active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   attr->max_mtu = IBV_MTU_4096;
   attr->active_mtu = d.mtu;
   attr->gid_tbl_len = d.gidTableLength;
@@ -159,7 +160,7 @@ int ibv_query_port(ibv_context* context, uint8_t port, _compat_ibv_port_attr* co
   attr->lid = d.lid;
   attr->active_width = 2;                    // 4 lanes
   attr->active_speed = d.ethernet ? 32 : 64;  // EDR (100 Gb/s) or HDR (200 Gb/s)
-  attr->phys_state = d.active ? 5 : 3;
+  attr->phys_state = active ? 5 : 3;
   attr->link_layer = d.ethernet ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -22,7 +23,9 @@ struct FakeGid {
 struct FakeDevice {
   ibv_device device{};  // first: the library's pointers are to it
   std::string name;
-  bool active = true;
+  // Rewritten (under the fabric's lock) by every ibv_get_device_list, read by ibv_query_port without
+  // it: ranks that are threads of one process discover their ports at once.
+  std::atomic<bool> active{true};
   bool ethernet = true;
   uint16_t lid = 0;
   uint64_t guid = 0;

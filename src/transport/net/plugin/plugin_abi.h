@@ -2,7 +2,7 @@
 // exports as the symbol `ncclNetPlugin_vN`, and the property structs they fill. Declared here under
 // Loom's names with the same layout as NCCL's published plugin headers (net_v8.h .. net_v12.h), so
 // that Loom loads plugins (plugin_provider.cc) and exports its own socket provider as one
-// (plugin_export.cc) without NCCL's headers. Only what a host needs is spelled out: device offload
+// (tests/net/plugin_export.cc) without NCCL's headers. Only what a host needs is spelled out: device offload
 // handles, net attributes and the collective-network tables stay opaque.
 #pragma once
 
