@@ -4,8 +4,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/api_result.h"
 #include "core/communicator.h"
 #include "core/hang_report.h"

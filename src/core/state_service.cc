@@ -52,8 +52,8 @@ void onDumpSignal(int) {
 }
 
 // The report of states gathered for `book` (why[r]: why rank r's is missing), as jobReportJson says.
-std::string reportJson(const StateAddressBook& book, const std::vector<std::string>& states,
-                       const std::vector<std::string>& why) {
+nlohmann::ordered_json reportJson(const StateAddressBook& book, const std::vector<std::string>& states,
+                                  const std::vector<std::string>& why) {
   std::string text, json;
   nlohmann::ordered_json answer;
   answer["job"] = jobKey(book.secret);
@@ -61,7 +61,7 @@ std::string reportJson(const StateAddressBook& book, const std::vector<std::stri
   const Status analysed = analyzeHang(states, &text, &json);
   if (!analysed.ok()) {
     answer["error"] = analysed.message();
-    return answer.dump();
+    return answer;
   }
   nlohmann::ordered_json unreachable = nlohmann::json::object();
   for (size_t r = 0; r < states.size(); ++r)
@@ -72,7 +72,15 @@ std::string reportJson(const StateAddressBook& book, const std::vector<std::stri
   answer["text"] = text;
   answer["report"] = nlohmann::ordered_json::parse(json);
   answer["unreachable_why"] = unreachable;
-  return answer.dump();
+  return answer;
+}
+
+// The job-wide report of `book`'s communicator, gathered by `deadline`: {"job", "comm", "text",
+// "report" (loomHangReport's JSON), "unreachable_why": {rank: reason}}.
+nlohmann::ordered_json jobReportJson(const StateAddressBook& book, Deadline deadline) {
+  std::vector<std::string> why;
+  const std::vector<std::string> states = gatherStates(book, deadline, &why);
+  return reportJson(book, states, why);
 }
 
 struct Served {
@@ -342,7 +350,7 @@ class Service {
         if (books.empty()) {
           answer["error"] = "this process serves no communicator of job " + j.value("job", "");
         } else {
-          answer = nlohmann::ordered_json::parse(jobReportJson(books[0], Deadline::afterMs(kRequestGatherMs)));
+          answer = jobReportJson(books[0], Deadline::afterMs(kRequestGatherMs));
         }
       } else {
         answer["error"] = "unknown request '" + what + "' (list, report)";
@@ -356,7 +364,7 @@ class Service {
 
   void logReportsOnSignal() {
     for (const StateAddressBook& book : booksByJob("")) {
-      const nlohmann::json report = nlohmann::json::parse(jobReportJson(book, Deadline::afterMs(kRequestGatherMs)));
+      const nlohmann::ordered_json report = jobReportJson(book, Deadline::afterMs(kRequestGatherMs));
       // Asked for: written whatever LOOM_DEBUG says.
       logWrite(LogLevel::Warn, LogSubsys::Init,
                fmt::format("{} rank {}: on signal {}, the job's state:\n{}", book.comm, book.rank,
@@ -442,7 +450,7 @@ void StateServing::reportAfterTimeout() {
     LOOM_INFO(Init, "{} rank {}: timed out; rank {} logs the job's hang report", book_.comm, book_.rank, reporter);
     return;
   }
-  const nlohmann::json answer = nlohmann::json::parse(reportJson(book_, states, why));
+  const nlohmann::ordered_json answer = reportJson(book_, states, why);
   // Written whatever LOOM_DEBUG says (LOOM_HANG_REPORT=0 turns it off): it is what the timeout is for.
   logWrite(LogLevel::Warn, LogSubsys::Init,
            fmt::format("{} rank {}: timed out; the job's state:\n{}", book_.comm, book_.rank,
@@ -465,10 +473,5 @@ std::string jobKey(const uint8_t* secret) {
   return fmt::format("{:016x}", h);
 }
 
-std::string jobReportJson(const StateAddressBook& book, Deadline deadline) {
-  std::vector<std::string> why;
-  const std::vector<std::string> states = gatherStates(book, deadline, &why);
-  return reportJson(book, states, why);
-}
 
 }  // namespace loom

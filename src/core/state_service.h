@@ -55,8 +55,4 @@ std::string defaultDoctorDirectory();
 // A job's name for loom-doctor: a hash of the communicator's secret (which it does not reveal).
 std::string jobKey(const uint8_t* secret);
 
-// The job-wide report of `book`'s communicator, gathered by `deadline`: {"job", "comm", "text",
-// "report" (loomHangReport's JSON), "unreachable_why": {rank: reason}}.
-std::string jobReportJson(const StateAddressBook& book, Deadline deadline);
-
 }  // namespace loom
