@@ -4,8 +4,8 @@
 # torch, meson and ninja, but reaches no registry), in .gpu-kit (ignored by git, carried with the tree):
 #   root/, env.sh   the dev packages Loom builds against, extracted, with relocatable pkg-config files,
 #                   and env.sh, which points a build (and the linker, LIBRARY_PATH) at them;
-#   prebuilt.tar.xz the CUDA binaries, built here from the kit alone and stripped: libloom.so (and
-#                   libloom_internal.a, which the torch extension links), loom-perf, the GPU tests and the
+#   prebuilt.tar.xz the CUDA binaries, built here from the kit alone and stripped: libloom.so (which the
+#                   torch extension links), loom-perf, the GPU tests and the
 #                   copy-bandwidth tool, with prebuilt.SOURCE, the hash of the source they were built from
 #                   (scripts/gpu-source-hash.sh); scripts/gpu-run.sh unpacks them into prebuilt/
 #                   (scripts/gpu-unpack-kit.sh) and uses them when the hash matches.
@@ -68,7 +68,7 @@ EOF
 
 # The binaries scripts/gpu-run.sh runs on the GPU machine (and what the torch extension links), as
 # paths in a build folder; they keep that layout in prebuilt/, where their $ORIGIN run paths still hold.
-prebuilt_targets=(libloom.so libloom_internal.a tools/perf/loom-perf tests/unit/device/test_device_rules
+prebuilt_targets=(libloom.so tools/perf/loom-perf tests/unit/device/test_device_rules
                   tests/gpu/gpu_host_only tests/gpu/gpu_kernels_device tests/gpu/gpu_dmabuf_device
                   tests/gpu/gpu_collectives_plans tests/gpu/gpu_collectives_threads
                   tests/gpu/gpu_collectives_processes tests/gpu/gpu_collectives_hosts tests/gpu/loom-gpu-copy-bw

@@ -94,7 +94,7 @@ note "## steps: ${steps[*]}"
 ensure_binaries() {
   [ "$bin" = "$root/${BUILD:-build-gpu}" ] || return 0
   [ -n "${built:-}" ] && return "$built"
-  local targets=(libloom.so libloom_internal.a)
+  local targets=(libloom.so)
   local role
   for role in "${!binary[@]}"; do targets+=("${binary[$role]}"); done
   if [ ! -f "$bin/build.ninja" ]; then

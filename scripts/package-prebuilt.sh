@@ -4,7 +4,7 @@
 # BUILD/stage; the last line printed is the folder to put on PYTHONPATH. The GPU machine's way
 # (scripts/gpu_steps.sh: its kit brings the library prebuilt); scripts/gpu-kit.sh --check runs it here.
 # Everywhere else the package is installed with pip (scripts/install-python.sh).
-#   bash scripts/package-prebuilt.sh PREBUILT BUILD     PREBUILT holds libloom.so and libloom_internal.a
+#   bash scripts/package-prebuilt.sh PREBUILT BUILD     PREBUILT holds libloom.so
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 prebuilt="$(cd "$1" && pwd)"

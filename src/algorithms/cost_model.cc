@@ -247,7 +247,7 @@ Status CostModel::lowerBound(Algorithm algo, const PlanRequest& req, double* us)
   LOOM_TRY(buildPlan(algo, rr, &plan));
   uint64_t steps = 0;
   for (const Lane& lane : plan.lanes) steps += lane.steps.size();
-  *us = static_cast<double>(steps) * machine_.stepUs;
+  *us = static_cast<double>(steps) * machine_.stepUs + machine_.launchUs;
   return Status::Ok();
 }
 

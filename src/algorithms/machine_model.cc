@@ -7,6 +7,15 @@
 #include "topology/search.h"
 
 namespace loom {
+namespace {
+
+// What a device operation costs before its first step, whatever the algorithm: the kernel's launch and
+// start on the GPU, and the lanes' first poll of their FIFOs. NCCL's tuning model has the same term
+// (its base latency, 6.6-8.4 us by protocol); see docs/PERFORMANCE.md, "The model against published
+// machines", for the figures it was checked against.
+constexpr double kDeviceLaunchUs = 8.4;
+
+}  // namespace
 
 int MachineModel::symmetryShift() const {
   const int k = ranksInNode();
@@ -20,8 +29,8 @@ Status MachineModel::validate() const {
   if (!(intraGbs > 0) || !(nicGbs > 0))
     return invalidArgument("machine: bandwidths must be positive (intra {} GB/s, NIC {} GB/s)", intraGbs, nicGbs);
   if (nicsPerNode < 1) return invalidArgument("machine: nicsPerNode {} must be at least 1", nicsPerNode);
-  if (!(intraLatencyUs >= 0) || !(netLatencyUs >= 0) || !(stepUs >= 0) || !(copyGbs >= 0))
-    return invalidArgument("machine: latencies, step time and copy rate must not be negative");
+  if (!(intraLatencyUs >= 0) || !(netLatencyUs >= 0) || !(stepUs >= 0) || !(copyGbs >= 0) || !(launchUs >= 0))
+    return invalidArgument("machine: latencies, step and launch times and copy rate must not be negative");
   if (fifoSlots < 1) return invalidArgument("machine: fifoSlots {} must be at least 1", fifoSlots);
   return Status::Ok();
 }
@@ -30,6 +39,12 @@ MachineModel defaultMachine(int nranks, int ranksPerNode) {
   MachineModel m;
   m.nranks = nranks;
   m.ranksPerNode = ranksPerNode;
+  return m;
+}
+
+MachineModel deviceMachine(int nranks, int ranksPerNode) {
+  MachineModel m = defaultMachine(nranks, ranksPerNode);
+  m.launchUs = kDeviceLaunchUs;
   return m;
 }
 
@@ -59,7 +74,7 @@ double pathLatencyUs(PathType type) {
 MachineModel jobMachine(const JobTopology& job, MemorySide side) {
   const int ranksPerNode = job.hosts() > 1 ? job.ranksPerHost : 0;
   MachineModel m = side == MemorySide::Host ? hostMemoryMachine(job.nranks, ranksPerNode)
-                                            : defaultMachine(job.nranks, ranksPerNode);
+                                            : deviceMachine(job.nranks, ranksPerNode);
   if (side == MemorySide::Host) {
     if (job.copyGbs > 0) m.copyGbs = m.intraGbs = job.copyGbs;
   } else {

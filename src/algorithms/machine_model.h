@@ -24,6 +24,9 @@ struct MachineModel {
   double netLatencyUs = 10.0;    // one message between nodes
   double stepUs = 0.2;           // executor time per step; a rank's steps run one at a time
   double copyGbs = 0.0;          // a rank's rate for the bytes of each step it executes; 0: free
+  // Once per operation, before any rank's first step: a kernel launch and its start on the GPU, with
+  // the host's work per call (device memory); 0 for host memory, whose per-call cost is in stepUs.
+  double launchUs = 0.0;
   int fifoSlots = 4;             // messages in flight per connection (transport slots)
   // A channel past the first only for operations that give each channel at least this many bytes (0:
   // any). The model counts a lane's steps but not what interleaving lanes costs a CPU rank (cache
@@ -46,6 +49,10 @@ struct MachineModel {
 
 // Configured defaults for nranks ranks, ranksPerNode per node (0: unknown, one node).
 MachineModel defaultMachine(int nranks, int ranksPerNode);
+
+// Device memory over a GPU fabric, without a topology: defaultMachine's shape, and a kernel launch
+// (launchUs) per operation.
+MachineModel deviceMachine(int nranks, int ranksPerNode);
 
 // Host memory over the shm/socket transports, as the core runs it: every step's bytes are copied by
 // the CPU (copyGbs), so algorithms that move more bytes per rank (one-shot, tree) lose earlier than on

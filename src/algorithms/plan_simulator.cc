@@ -105,7 +105,7 @@ class Simulator {
     }
     for (const Connection& c : conns_)
       if (c.sent != c.consumed) return internalError("simulator: {} message(s) sent but never received", c.sent - c.consumed);
-    result->timeUs = finish;
+    result->timeUs = finish + m_.launchUs;
     for (double load : load_) result->busiestUs = std::max(result->busiestUs, load);
     for (double load : engineLoad) result->busiestUs = std::max(result->busiestUs, load);
     return Status::Ok();

@@ -130,19 +130,29 @@ const Path& SystemGraph::path(int fromNode, int toNode) const {
   return paths_[static_cast<size_t>(fromNode) * n + static_cast<size_t>(toNode)];
 }
 
-int SystemGraph::closestNic(int gpu) const {
-  int best = -1;
+std::vector<int> SystemGraph::closestNics(int gpu) const {
+  std::vector<int> best;
   for (int nic = 0; nic < nicCount(); ++nic) {
     const Path& p = gpuNicPath(gpu, nic);
     if (!p.exists()) continue;
-    if (best < 0) {
-      best = nic;
+    if (best.empty()) {
+      best.push_back(nic);
       continue;
     }
-    const Path& b = gpuNicPath(gpu, best);
-    if (p.type < b.type || (p.type == b.type && p.bwGbs > b.bwGbs * (1 + 1e-9))) best = nic;
+    const Path& b = gpuNicPath(gpu, best.front());
+    if (p.type < b.type || (p.type == b.type && p.bwGbs > b.bwGbs * (1 + 1e-9))) best.assign(1, nic);
+    else if (p.type == b.type && p.bwGbs >= b.bwGbs * (1 - 1e-9)) best.push_back(nic);
   }
   return best;
+}
+
+int SystemGraph::closestNic(int gpu) const {
+  const std::vector<int> mine = closestNics(gpu);
+  if (mine.size() <= 1) return mine.empty() ? -1 : mine.front();
+  int before = 0;  // GPUs of lower index that tie for the same NICs
+  for (int other = 0; other < gpu; ++other)
+    if (closestNics(other) == mine) ++before;
+  return mine[static_cast<size_t>(before) % mine.size()];
 }
 
 }  // namespace loom

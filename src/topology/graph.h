@@ -121,8 +121,13 @@ class SystemGraph {
   const Path& path(int fromNode, int toNode) const;
   const Path& gpuPath(int gpuA, int gpuB) const { return path(gpus_.at(gpuA), gpus_.at(gpuB)); }
   const Path& gpuNicPath(int gpu, int nic) const { return path(gpus_.at(gpu), nics_.at(nic)); }
-  // The NIC index with the best path class (then bandwidth) from this GPU, or -1 with no NIC.
+  // The NIC a GPU uses for traffic that leaves the host: the best path class (then bandwidth) from it,
+  // or -1 with no NIC. Where several NICs tie (two NICs behind the GPUs' PCIe switch, as on Azure's
+  // NDv4), the GPUs that tie for the same NICs share them out in index order, one each, as NCCL
+  // pairs them; without that every such GPU would crowd onto the first NIC.
   int closestNic(int gpu) const;
+  // The NICs that tie for the best path from this GPU, in index order.
+  std::vector<int> closestNics(int gpu) const;
   // The CPU/NUMA node a GPU or NIC is attached to, -1 if unknown.
   int cpuOf(int nodeId) const { return node(nodeId).cpu; }
 

@@ -23,8 +23,10 @@ std::tuple<int, double> distance(const SystemGraph& host, const RankPlacement& p
   return {static_cast<int>(local ? PathType::Phb : PathType::Sys), 0.0};
 }
 
-// The NIC a rank uses for traffic that leaves the host: the closest to its GPU (or NUMA node).
+// The NIC a rank uses for traffic that leaves the host: its GPU's (SystemGraph::closestNic), else the
+// closest to its NUMA node.
 int ownNic(const SystemGraph& host, const RankPlacement& p) {
+  if (p.gpu >= 0 && host.closestNic(p.gpu) >= 0) return host.closestNic(p.gpu);
   int best = -1;
   for (int nic = 0; nic < host.nicCount(); ++nic)
     if (best < 0 || distance(host, p, nic) < distance(host, p, best)) best = nic;
@@ -84,13 +86,17 @@ PathType worstNeighbourPath(const SystemGraph& host, const std::vector<std::vect
   return worst;
 }
 
-// Where rail ring `c` enters the host: the rank closest to `nic`; among ranks alike the c-th (in ring
-// order), so that channels spread their crossings over them.
+// Where rail ring `c` enters the host: a rank whose own NIC is `nic`, else the rank closest to it; among
+// ranks alike the c-th (in ring order), so that channels spread their crossings over them.
 size_t entryOf(const SystemGraph& host, const std::vector<int>& ring, std::span<const RankPlacement> placements,
                int nic, int c) {
   const size_t k = ring.size();
   size_t entry = static_cast<size_t>(c) % k;
   if (nic < 0) return entry;
+  for (size_t step = 0; step < k; ++step) {
+    const size_t i = (static_cast<size_t>(c) + step) % k;
+    if (ownNic(host, placements[static_cast<size_t>(ring[i])]) == nic) return i;
+  }
   for (size_t step = 1; step < k; ++step) {
     const size_t i = (static_cast<size_t>(c) + step) % k;
     if (distance(host, placements[static_cast<size_t>(ring[i])], nic) <

@@ -4,7 +4,9 @@
 - CUDA headers (cuda*.h, cuda/..., cub/, thrust/, nvml.h, ...) are included only in src/device and
   src/kernels/cuda, so that everything CUDA-only lives in those two folders;
 - core reaches the device layer only through its seam (device/device_layer.h, and the gate it exposes);
-- nothing below core includes core, and the device layer includes neither transports nor bootstrap.
+- nothing below core includes core, and the device layer includes neither transports nor bootstrap;
+- the bindings (bindings/) include only the public headers (include/) and their own files: an
+  application's view of the library; so does loom-sim (tools/sim), the model API's client.
 
 bindings/ and tools/ are held to the first rule too, except loom-perf's own device buffers
 (tools/perf/device_buffers.cc: a benchmark allocates and fills CUDA memory as any application does,
@@ -20,6 +22,7 @@ SOURCES = ('.c', '.cc', '.cpp', '.h', '.hpp', '.cu', '.cuh')
 CUDA_FOLDERS = ('src/device/', 'src/kernels/cuda/')
 CUDA_USERS = {'tools/perf/device_buffers.cc'}
 SEAM = {'device/device_layer.h', 'device/operation_gate.h'}
+PUBLIC_ONLY = ('bindings/', 'tools/sim/')  # clients of the public API only
 BELOW_CORE = ('src/base/', 'src/bootstrap/', 'src/topology/', 'src/algorithms/', 'src/transport/', 'src/kernels/',
               'src/device/')
 
@@ -47,6 +50,9 @@ def main(root: pathlib.Path) -> int:
                                     'device/device_layer.h')
                 if rel.startswith(BELOW_CORE) and header.startswith('core/'):
                     problems.append(f'{where}: includes {header}, but nothing below core includes core')
+                if rel.startswith(PUBLIC_ONLY) and not (path.parent / header).exists() and \
+                        not (root / 'include' / header).exists():
+                    problems.append(f'{where}: includes {header}, which is not a public header (include/); {rel.split("/")[0]}/{rel.split("/")[1]} is a client of the public API only')
                 if rel.startswith('src/device/') and header.startswith(('transport/', 'bootstrap/')):
                     problems.append(f'{where}: the device layer includes {header} (it depends on base, algorithms '
                                     'and kernels only)')

@@ -1,13 +1,14 @@
-"""loom._C.CollectiveModel: the planner's collective times are Loom's own (the same numbers loom-sim
-prints for the same machine), and they depend on where a group's ranks sit."""
+"""loom.cost_model.CollectiveModel (include/loom_model.h through ctypes): the planner's collective times
+are Loom's own (the same numbers loom-sim prints for the same machine), they depend on where a group's
+ranks sit, and neither the model nor the planner needs torch."""
 import json
 import os
 import subprocess
 
 import pytest
-import torch  # noqa: F401 - loads torch's libraries before loom._C
+import sys
 
-from loom import _C
+from loom.cost_model import CollectiveModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.environ.get("LOOM_FIXTURES", os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "topology"))
@@ -29,7 +30,7 @@ def loom_sim(*args):
                                              ("reduce_scatter", 16, "16M"), ("all_reduce", 16, "4K")])
 def test_same_prediction_as_loom_sim(coll, ranks, size):
     sim = loom_sim(coll, "--ranks", str(ranks), "--topo", HGX, "-b", size)
-    model = _C.CollectiveModel(ranks, topology=HGX)
+    model = CollectiveModel(ranks, topology=HGX)
     got = model.collective(coll, sim["bytes"], list(range(ranks)), concurrent=False)
     assert got["algorithm"] == sim["algorithm"] and got["channels"] == sim["channels"]
     assert got["time_us"] == pytest.approx(sim["time_us"], rel=1e-9)
@@ -37,29 +38,44 @@ def test_same_prediction_as_loom_sim(coll, ranks, size):
 
 @needs_fixtures
 def test_placement_matters():
-    m = _C.CollectiveModel(16, topology=HGX)  # two HGX nodes
+    m = CollectiveModel(16, topology=HGX)  # two HGX nodes
     assert m.ranks_per_node == 8
     inside = m.collective("all_reduce", 64 << 20, [0, 1])["time_us"]
     across = m.collective("all_reduce", 64 << 20, [0, 8], concurrent=False)["time_us"]
     shared = m.collective("all_reduce", 64 << 20, [0, 8])["time_us"]  # 8 such pairs share the NICs
     assert inside < across < shared
-    p8 = _C.CollectiveModel(4, topology=POWER8)  # NVLink pairs (0,1) and (2,3)
+    p8 = CollectiveModel(4, topology=POWER8)  # NVLink pairs (0,1) and (2,3)
     assert p8.collective("all_reduce", 64 << 20, [0, 1])["time_us"] < p8.collective("all_reduce", 64 << 20, [0, 2])["time_us"]
     assert m.p2p(16 << 20, [(0, 8)]) > m.p2p(16 << 20, [(0, 1)]) > 0
 
 
 def test_modelled_machine_without_topology():
-    fast = _C.CollectiveModel(8, topology="none", machine={"intra_gbs": 100})
-    slow = _C.CollectiveModel(8, topology="none", machine={"intra_gbs": 10})
+    fast = CollectiveModel(8, topology="none", machine={"intra_gbs": 100})
+    slow = CollectiveModel(8, topology="none", machine={"intra_gbs": 10})
     assert fast.machine([0, 1])["intra_gbs"] == 100
     assert fast.collective("all_reduce", 64 << 20, list(range(8)))["time_us"] < \
         slow.collective("all_reduce", 64 << 20, list(range(8)))["time_us"]
     assert slow.collective("all_reduce", 64 << 20, [3])["time_us"] == 0  # one rank moves nothing
     with pytest.raises(ValueError, match="unknown machine field"):
-        _C.CollectiveModel(8, topology="none", machine={"intra_gb": 1})
+        CollectiveModel(8, topology="none", machine={"intra_gb": 1})
     with pytest.raises(ValueError, match="unknown collective"):
         slow.collective("allreduce_please", 8, [0, 1])
-    with pytest.raises(ValueError, match="outside the world"):
+    with pytest.raises(ValueError, match="outside the job"):
         slow.collective("all_reduce", 8, [0, 8])
-    with pytest.raises(RuntimeError, match="topology"):
-        _C.CollectiveModel(8, topology="/nonexistent.xml")
+    with pytest.raises((ValueError, RuntimeError), match="topology"):
+        CollectiveModel(8, topology="/nonexistent.xml")
+    with pytest.raises(ValueError, match="different numbers of ranks|ranks on node"):
+        CollectiveModel(16, topology="none", ranks_per_node=8).collective("all_reduce", 64, [0, 1, 8])
+
+
+def test_planner_without_torch():
+    """loom.plan imports and times a layout's collectives with torch unimportable."""
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import loom.plan\n"
+            "from loom.plan.machine import Machine, collective_model\n"
+            "m = Machine(devices=8, memory_bytes=1e9, flops_per_s=1e12,\n"
+            "            collectives=collective_model(8, topology='none', intra_gbs=100))\n"
+            "assert m.collective_s('all_reduce', 1 << 20, list(range(8))) > 0\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -1,20 +1,19 @@
 // loom-sim: predicts what Loom would do and how long it would take on a modelled machine of any size,
-// by tuning and simulating the very plans the library runs.
-//   loom-sim <coll> --ranks N [--ranks-per-node K] [--topo FILE [--memory device|host] [--calibration F]]
-//            [--intra-gbs X] [--nics-per-node M --nic-gbs Y] [--latency-us L] [--algo A] -b MIN -e MAX -f F [--json]
+// by tuning and simulating the very plans the library runs, through the model's public API
+// (include/loom_model.h).
+//   loom-sim <coll> --ranks N [--ranks-per-node K] [--topo FILE [--nvswitch-gbs G] [--memory device|host]
+//            [--calibration F]] [--intra-gbs X] [--nics-per-node M --nic-gbs Y] [--latency-us L]
+//            [--launch-us U] [--algo A] -b MIN -e MAX -f F [--json]
 // With --topo, the machine and the rings are what a communicator of N ranks on hosts described by FILE
-// builds (topology/job_topology.h's modelJob, algorithms/machine_model.h's jobMachine: the same
-// functions), then the flags given override it.
+// builds, then the flags given override it.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <cstdio>
 #include <iostream>
 
-#include "algorithms/machine_model.h"
+#include "loom_model.h"
 #include "sweep.h"
-#include "topology/calibration.h"
-#include "topology/job_topology.h"
-#include "topology/topology.h"
 
 namespace {
 
@@ -30,11 +29,31 @@ int main(int argc, char** argv) {
   CLI::App app{"Predict Loom's choice (algorithm, channels) and time for a collective on a modelled machine, "
                "per size, with nccl-tests' algbw and busbw. Every number comes from simulating the plans of all "
                "ranks (or, where plans and machine are symmetric, of one node's)."};
-  std::string collName, minText = "8", maxText = "8", stepText, algoName, topoFile, chunkText;
-  int ranks = 0, ranksPerNode = 0, nicsPerNode = 1, fifoSlots = 4, maxChannels = 16, channels = 0, elemSize = 4;
-  double intraGbs = 0, nicGbs = 12.5, latencyUs = 2.0, netLatencyUs = -1, stepUs = 0.2, copyGbs = 0, factor = 2;
-  std::string slotText = "256K";
+  std::string collName, minText = "8", maxText = "8", stepText, topoFile, chunkText, calibrationFile;
+  std::string memory = "device", slotText = "256K";
+  int ranks = 0, ranksPerNode = 0, maxChannels = 16;
+  double factor = 2, nvswitchGbs = 0;
   bool json = false;
+  SweepOptions options;
+  // Machine fields by their model names (src/model/machine_fields.cc); only those given are passed.
+  struct Flag {
+    const char* flag;
+    const char* field;
+    double value;
+    const char* help;
+  };
+  Flag fields[] = {
+      {"--intra-gbs", "intra_gbs", 0, "GB/s per rank and direction inside a node (default 20, or from --topo)"},
+      {"--nics-per-node", "nics_per_node", 0, "NICs per node; local rank j uses NIC j*M/K (default 1, or from --topo)"},
+      {"--nic-gbs", "nic_gbs", 0, "GB/s per NIC and direction (default 12.5, or from --topo)"},
+      {"--latency-us", "latency_us", 0,
+       "latency of one message inside a node, and between nodes unless --net-latency-us is given (default 2)"},
+      {"--net-latency-us", "net_latency_us", 0, "latency of one message between nodes"},
+      {"--step-us", "step_us", 0, "executor time per plan step; a rank runs its steps one at a time (default 0.2)"},
+      {"--launch-us", "launch_us", 0, "time per operation before its first step: a kernel launch (device memory)"},
+      {"--copy-gbs", "copy_gbs", 0, "a rank's copy/reduce rate for the bytes of each step; 0: free (default)"},
+      {"--fifo-slots", "fifo_slots", 0, "messages in flight per connection (default 4)"},
+  };
   app.add_option("coll", collName, "all_reduce, broadcast, reduce, all_gather, reduce_scatter, alltoall, gather, scatter")
       ->required();
   app.add_option("--ranks,-n", ranks, "number of ranks")->required()->check(CLI::Range(1, 1 << 22));
@@ -44,32 +63,22 @@ int main(int argc, char** argv) {
   app.add_option("--topo", topoFile,
                  "hwloc or NCCL topology XML of one node: the model and rings a communicator on such nodes "
                  "builds (ranks per node: its GPUs), then the flags given override it");
-  std::string memory = "device", calibrationFile;
+  app.add_option("--nvswitch-gbs", nvswitchGbs,
+                 "with --topo: join the file's GPUs by an NVSwitch at this GB/s per GPU, for files that leave "
+                 "NVLink out (NCCL reads it from NVML at run time; an A100's 12 NVLinks: 240)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--memory", memory, "with --topo: model device memory over the GPU fabric (default) or host "
                                      "memory as a communicator's host operations run")
       ->check(CLI::IsMember({"device", "host"}));
   app.add_option("--calibration", calibrationFile, "with --topo --memory host: the host-memory rate, as "
                                                    "LOOM_CALIBRATION_FILE (default: --copy-gbs, else measured)");
-  app.add_option("--intra-gbs", intraGbs, "GB/s per rank and direction inside a node (default 20, or from --topo)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--nics-per-node", nicsPerNode, "NICs per node; local rank j uses NIC j*M/K (default 1)")
-      ->check(CLI::Range(1, 1 << 16));
-  app.add_option("--nic-gbs", nicGbs, "GB/s per NIC and direction (default 12.5)")->check(CLI::PositiveNumber);
-  app.add_option("--latency-us", latencyUs, "latency of one message inside a node, and between nodes unless "
-                                            "--net-latency-us is given (default 2)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--net-latency-us", netLatencyUs, "latency of one message between nodes")->check(CLI::NonNegativeNumber);
-  app.add_option("--step-us", stepUs, "executor time per plan step; a rank runs its steps one at a time (default 0.2)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--copy-gbs", copyGbs, "a rank's copy/reduce rate for the bytes of each step; 0: free (default)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--fifo-slots", fifoSlots, "messages in flight per connection (default 4)")->check(CLI::Range(1, 1024));
+  for (Flag& f : fields) app.add_option(f.flag, f.value, f.help)->check(CLI::NonNegativeNumber);
   app.add_option("--slot-bytes", slotText, "largest message (the transports' slot), K/M/G suffixes (default 256K)");
   app.add_option("--max-channels", maxChannels, "channels the communicator has (default 16)")->check(CLI::Range(1, 256));
-  app.add_option("--algo", algoName, "force an algorithm: ring, tree, direct, hier, oneshot (LOOM_ALGO)");
+  app.add_option("--algo", options.algorithm, "force an algorithm: ring, tree, direct, hier, oneshot (LOOM_ALGO)");
   app.add_option("--chunk-bytes", chunkText, "force the chunk size (LOOM_CHUNK_BYTES)");
-  app.add_option("--channels", channels, "force the channel count (LOOM_NCHANNELS)")->check(CLI::Range(1, 256));
-  app.add_option("--elem-bytes", elemSize, "bytes per element (default 4, float)")->check(CLI::Range(1, 64));
+  app.add_option("--channels", options.channels, "force the channel count (LOOM_NCHANNELS)")->check(CLI::Range(1, 256));
+  app.add_option("--elem-bytes", options.elemSize, "bytes per element (default 4, float)")->check(CLI::Range(1, 64));
   app.add_option("-b,--minbytes", minText, "smallest size, K/M/G suffixes (default 8)");
   app.add_option("-e,--maxbytes", maxText, "largest size (default: the smallest)");
   app.add_option("-f,--stepfactor", factor, "multiply the size by this between rows (default 2)")->check(CLI::Range(1.001, 1e6));
@@ -77,75 +86,47 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print a JSON list of {bytes, algorithm, channels, chunk_bytes, time_us, algbw_gbs, busbw_gbs}");
   CLI11_PARSE(app, argc, argv);
 
-  SweepOptions options;
-  if (!loom::sim_tool::parseCollective(collName, &options.coll) || options.coll == loom::Collective::SendRecv)
-    return fail("unknown collective '" + collName + "'");
+  if (!loom::sim_tool::parseCollective(collName, &options.coll)) return fail("unknown collective '" + collName + "'");
   if (!loom::sim_tool::parseBytes(minText, &options.minBytes)) return fail("bad -b size '" + minText + "'");
   if (!app.count("--maxbytes")) maxText = minText;
   if (!loom::sim_tool::parseBytes(maxText, &options.maxBytes)) return fail("bad -e size '" + maxText + "'");
   if (!stepText.empty() && !loom::sim_tool::parseBytes(stepText, &options.stepBytes))
     return fail("bad -i size '" + stepText + "'");
-  if (!loom::sim_tool::parseBytes(slotText, &options.slotBytes) || options.slotBytes == 0)
-    return fail("bad --slot-bytes '" + slotText + "'");
+  uint64_t slotBytes = 0;
+  if (!loom::sim_tool::parseBytes(slotText, &slotBytes) || slotBytes == 0) return fail("bad --slot-bytes '" + slotText + "'");
   if (!chunkText.empty() && !loom::sim_tool::parseBytes(chunkText, &options.chunkBytes))
     return fail("bad --chunk-bytes '" + chunkText + "'");
-  if (!algoName.empty()) {
-    loom::Algorithm algo;
-    if (!loom::parseAlgorithmName(algoName, &algo)) return fail("unknown algorithm '" + algoName + "'");
-    options.algorithm = algo;
-  }
+  if (app.count("--nvswitch-gbs") && topoFile.empty()) return fail("--nvswitch-gbs needs --topo");
   options.factor = factor;
-  options.elemSize = static_cast<size_t>(elemSize);
-  options.maxChannels = maxChannels;
-  options.channels = channels;
 
-  loom::MachineModel machine = loom::defaultMachine(ranks, ranksPerNode);
-  machine.nicsPerNode = nicsPerNode;
-  machine.nicGbs = nicGbs;
-  machine.intraLatencyUs = latencyUs;
-  machine.netLatencyUs = netLatencyUs >= 0 ? netLatencyUs : latencyUs;
-  machine.stepUs = stepUs;
-  machine.copyGbs = copyGbs;
-  machine.fifoSlots = fifoSlots;
-  if (!topoFile.empty()) {
-    loom::SystemGraph graph;
-    loom::Status st = loom::loadTopologyFile(topoFile, &graph);
-    if (!st.ok()) return fail(st.message());
-    if (!app.count("--ranks-per-node") && graph.gpuCount() > 0 && ranks % graph.gpuCount() == 0)
-      ranksPerNode = graph.gpuCount();
-    loom::Calibration calibration;
-    calibration.copyGbs = copyGbs;
-    if (memory == "host" && !app.count("--copy-gbs")) {
-      st = calibrationFile.empty() ? loom::processCalibration(&calibration)
-                                   : loom::readCalibrationFile(calibrationFile, &calibration);
-      if (!st.ok()) return fail(st.message());
-    }
-    loom::JobTopology job;
-    st = loom::modelJob(graph, ranks, ranksPerNode, calibration.copyGbs, &job);
-    if (!st.ok()) return fail(st.message());
-    const loom::MachineModel fromTopology =
-        loom::jobMachine(job, memory == "host" ? loom::MemorySide::Host : loom::MemorySide::Device);
-    // Only what the flags give overrides the topology's model.
-    const loom::MachineModel flags = machine;
-    machine = fromTopology;
-    if (app.count("--nics-per-node")) machine.nicsPerNode = flags.nicsPerNode;
-    if (app.count("--nic-gbs")) machine.nicGbs = flags.nicGbs;
-    if (app.count("--latency-us")) machine.intraLatencyUs = flags.intraLatencyUs;
-    if (app.count("--latency-us") || app.count("--net-latency-us")) machine.netLatencyUs = flags.netLatencyUs;
-    if (app.count("--step-us")) machine.stepUs = flags.stepUs;
-    if (app.count("--copy-gbs")) machine.copyGbs = flags.copyGbs;
-    if (app.count("--fifo-slots")) machine.fifoSlots = flags.fifoSlots;
-    options.rings = job.rings;
-  }
-  if (app.count("--intra-gbs")) machine.intraGbs = intraGbs;
-  if (const loom::Status st = machine.validate(); !st.ok()) return fail(st.message());
-
+  std::string machineFields;
+  for (const Flag& f : fields)
+    if (app.count(f.flag)) machineFields += fmt::format("{}{}={}", machineFields.empty() ? "" : ",", f.field, f.value);
+  loomModelConfig_t config = LOOM_MODEL_CONFIG_INITIALIZER;
+  config.world = ranks;
+  config.ranksPerNode = ranksPerNode;
+  // Without --topo the machine is the flags' alone (device memory), whatever LOOM_TOPO_FILE says.
+  config.topology = topoFile.empty() ? "none" : topoFile.c_str();
+  config.memory = memory == "host" ? loomModelMemoryHost : loomModelMemoryDevice;
+  config.nvswitchGbs = nvswitchGbs;
+  config.machine = machineFields.c_str();
+  config.maxChannels = maxChannels;
+  config.slotBytes = slotBytes;
+  config.calibration = calibrationFile.empty() ? nullptr : calibrationFile.c_str();
+  loomModel_t model = nullptr;
+  if (loomModelCreate(&config, &model) != loomSuccess) return fail(loomGetLastError(nullptr));
+  loomModelMachine_t machine;
   std::vector<loom::sim_tool::SweepRow> rows;
-  if (const loom::Status st = loom::sim_tool::runSweep(machine, options, &rows); !st.ok()) return fail(st.message());
+  std::string error;
+  const bool ok = loomModelGetMachine(model, nullptr, 0, 1, &machine) == loomSuccess &&
+                  loom::sim_tool::runSweep(model, options, &rows, &error);
+  if (!ok && error.empty()) error = loomGetLastError(nullptr);
+  loomModelDestroy(model);
+  if (!ok) return fail(error);
   if (json) {
     std::cout << loom::sim_tool::renderJson(rows).dump(2) << "\n";
   } else {
-    std::cout << loom::sim_tool::renderTable(machine, options, rows);
+    std::cout << loom::sim_tool::renderTable(machine, collName, slotBytes, rows);
   }
   return 0;
 }

@@ -6,15 +6,13 @@
 #include <cctype>
 #include <cmath>
 
-#include "algorithms/tuner.h"
-
 namespace loom::sim_tool {
 namespace {
 
-// nccl-tests' size counts every rank's block for these: count = size / (nranks * elemSize).
-bool totalOfBlocks(Collective coll) {
-  return coll == Collective::AllGather || coll == Collective::ReduceScatter || coll == Collective::AlltoAll ||
-         coll == Collective::Gather || coll == Collective::Scatter;
+// nccl-tests' size counts every rank's block for these.
+bool totalOfBlocks(loomModelCollective_t coll) {
+  return coll == loomModelAllGather || coll == loomModelReduceScatter || coll == loomModelAlltoAll ||
+         coll == loomModelGather || coll == loomModelScatter;
 }
 
 std::vector<uint64_t> sweepSizes(const SweepOptions& o) {
@@ -30,15 +28,15 @@ std::vector<uint64_t> sweepSizes(const SweepOptions& o) {
 
 }  // namespace
 
-bool parseCollective(const std::string& name, Collective* coll) {
+bool parseCollective(const std::string& name, loomModelCollective_t* coll) {
   std::string key;
   for (char c : name)
     if (c != '_' && c != '-') key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::pair<const char*, Collective> names[] = {
-      {"allreduce", Collective::AllReduce},         {"broadcast", Collective::Broadcast},
-      {"reduce", Collective::Reduce},               {"allgather", Collective::AllGather},
-      {"reducescatter", Collective::ReduceScatter}, {"alltoall", Collective::AlltoAll},
-      {"gather", Collective::Gather},               {"scatter", Collective::Scatter},
+  const std::pair<const char*, loomModelCollective_t> names[] = {
+      {"allreduce", loomModelAllReduce},         {"broadcast", loomModelBroadcast},
+      {"reduce", loomModelReduce},               {"allgather", loomModelAllGather},
+      {"reducescatter", loomModelReduceScatter}, {"alltoall", loomModelAlltoAll},
+      {"gather", loomModelGather},               {"scatter", loomModelScatter},
   };
   for (const auto& [text, value] : names) {
     if (key == text) {
@@ -70,67 +68,52 @@ bool parseBytes(const std::string& text, uint64_t* bytes) {
   return true;
 }
 
-double busFactor(Collective coll, int nranks) {
-  const double n = nranks;
-  switch (coll) {
-    case Collective::AllReduce: return 2 * (n - 1) / n;
-    case Collective::AllGather:
-    case Collective::ReduceScatter:
-    case Collective::AlltoAll:
-    case Collective::Gather:
-    case Collective::Scatter: return (n - 1) / n;
-    default: return 1;
-  }
-}
-
-Status runSweep(const MachineModel& machine, const SweepOptions& o, std::vector<SweepRow>* rows) {
-  Tuner tuner(machine, o.rings);
-  const uint64_t unit = o.elemSize * (totalOfBlocks(o.coll) ? static_cast<uint64_t>(machine.nranks) : 1);
+bool runSweep(loomModel_t model, const SweepOptions& o, std::vector<SweepRow>* rows, std::string* error) {
   rows->clear();
-  for (uint64_t size : sweepSizes(o)) {
-    TuneRequest req;
-    req.coll = o.coll;
-    req.count = size / unit;
-    if (req.count == 0) continue;  // smaller than one element per rank, as nccl-tests skips it
-    req.elemSize = o.elemSize;
-    req.slotBytes = o.slotBytes;
-    req.maxChannels = o.maxChannels;
-    req.forcedAlgorithm = o.algorithm;
-    req.forcedChunkBytes = o.chunkBytes;
-    req.forcedChannels = o.channels;
-    TuneChoice choice;
-    LOOM_TRY(tuner.choosePlan(req, &choice).withContext(fmt::format("{} bytes", size)));
-    SweepRow row;
-    row.bytes = req.count * unit;
-    row.count = req.count;
-    LOOM_TRY(tuner.predict(req, choice, &row.timeUs).withContext(fmt::format("{} bytes", size)));
-    row.algorithm = algorithmName(choice.algorithm);
-    row.channels = choice.nchannels;
-    row.chunkBytes = choice.chunkElems * o.elemSize;
-    // GB/s = 1e9 bytes/s; time in microseconds.
-    row.algbwGbs = row.timeUs > 0 ? static_cast<double>(row.bytes) / (row.timeUs * 1e3) : 0;
-    row.busbwGbs = row.algbwGbs * busFactor(o.coll, machine.nranks);
-    row.note = choice.note;
-    rows->push_back(std::move(row));
+  int world = 1;
+  if (loomModelWorld(model, &world, nullptr) != loomSuccess) {
+    *error = loomGetLastError(nullptr);
+    return false;
   }
-  return Status::Ok();
+  const uint64_t unit = static_cast<uint64_t>(o.elemSize) * (totalOfBlocks(o.coll) ? static_cast<uint64_t>(world) : 1);
+  for (uint64_t size : sweepSizes(o)) {
+    loomModelRequest_t req = LOOM_MODEL_REQUEST_INITIALIZER;
+    req.collective = o.coll;
+    req.bytes = size;
+    req.elemBytes = o.elemSize;
+    req.algorithm = o.algorithm.empty() ? nullptr : o.algorithm.c_str();
+    req.channels = o.channels;
+    req.chunkBytes = o.chunkBytes;
+    SweepRow row;
+    if (loomModelPredict(model, &req, &row.prediction) != loomSuccess) {
+      *error = fmt::format("{} bytes: {}", size, loomGetLastError(nullptr));
+      return false;
+    }
+    if (row.prediction.count == 0) continue;  // smaller than one element per rank, as nccl-tests skips it
+    row.bytes = row.prediction.count * unit;  // whole elements, of every rank's block where nccl-tests counts them
+    rows->push_back(row);
+  }
+  return true;
 }
 
-std::string renderTable(const MachineModel& m, const SweepOptions& o, const std::vector<SweepRow>& rows) {
+std::string renderTable(const loomModelMachine_t& m, const std::string& collName, size_t slotBytes,
+                        const std::vector<SweepRow>& rows) {
   std::string out = fmt::format(
       "# loom-sim {}: {} ranks, {} per node; intra {:g} GB/s {:g} us; {} NIC(s)/node {:g} GB/s {:g} us; "
-      "step {:g} us; {} FIFO slots of {} B; up to {} channels\n",
-      collectiveName(o.coll), m.nranks, m.ranksInNode(), m.intraGbs, m.intraLatencyUs, m.nicsPerNode, m.nicGbs,
-      m.netLatencyUs, m.stepUs, m.fifoSlots, o.slotBytes, o.maxChannels);
+      "step {:g} us; launch {:g} us; {} FIFO slots of {} B; up to {} channels\n",
+      collName, m.nranks, m.ranksPerNode, m.intraGbs, m.latencyUs, m.nicsPerNode, m.nicGbs, m.netLatencyUs, m.stepUs,
+      m.launchUs, m.fifoSlots, slotBytes, m.maxChannels);
   out += fmt::format("#{:>14} {:>14} {:>9} {:>8} {:>10} {:>14} {:>11} {:>11}\n", "size", "count", "algorithm",
                      "channels", "chunk", "time", "algbw", "busbw");
   out += fmt::format("#{:>14} {:>14} {:>9} {:>8} {:>10} {:>14} {:>11} {:>11}\n", "(B)", "(elements)", "", "", "(B)",
                      "(us)", "(GB/s)", "(GB/s)");
   std::string notes;
   for (const SweepRow& r : rows) {
-    out += fmt::format(" {:>14} {:>14} {:>9} {:>8} {:>10} {:>14.2f} {:>11.2f} {:>11.2f}\n", r.bytes, r.count,
-                       r.algorithm, r.channels, r.chunkBytes, r.timeUs, r.algbwGbs, r.busbwGbs);
-    if (!r.note.empty() && notes.find(r.note) == std::string::npos) notes += "# note: " + r.note + "\n";
+    const loomModelPrediction_t& p = r.prediction;
+    out += fmt::format(" {:>14} {:>14} {:>9} {:>8} {:>10} {:>14.2f} {:>11.2f} {:>11.2f}\n", r.bytes, p.count,
+                       p.algorithm, p.channels, p.chunkBytes, p.timeUs, p.algbwGbs, p.busbwGbs);
+    const std::string note = p.note;
+    if (!note.empty() && notes.find(note) == std::string::npos) notes += "# note: " + note + "\n";
   }
   return out + notes;
 }
@@ -138,13 +121,14 @@ std::string renderTable(const MachineModel& m, const SweepOptions& o, const std:
 nlohmann::json renderJson(const std::vector<SweepRow>& rows) {
   nlohmann::json list = nlohmann::json::array();
   for (const SweepRow& r : rows) {
+    const loomModelPrediction_t& p = r.prediction;
     list.push_back({{"bytes", r.bytes},
-                    {"algorithm", r.algorithm},
-                    {"channels", r.channels},
-                    {"chunk_bytes", r.chunkBytes},
-                    {"time_us", r.timeUs},
-                    {"algbw_gbs", r.algbwGbs},
-                    {"busbw_gbs", r.busbwGbs}});
+                    {"algorithm", p.algorithm},
+                    {"channels", p.channels},
+                    {"chunk_bytes", p.chunkBytes},
+                    {"time_us", p.timeUs},
+                    {"algbw_gbs", p.algbwGbs},
+                    {"busbw_gbs", p.busbwGbs}});
   }
   return list;
 }

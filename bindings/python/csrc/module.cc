@@ -7,7 +7,6 @@
 namespace py = pybind11;
 
 namespace loomtorch {
-void registerCollectiveModel(py::module_& m);  // collective_model.cc
 }
 
 namespace {
@@ -63,5 +62,4 @@ PYBIND11_MODULE(_C, m) {
     loomGetVersion(&v);
     return v;
   });
-  loomtorch::registerCollectiveModel(m);
 }

@@ -13,7 +13,8 @@ from .machine import GB, Machine, calibrated_flops, collective_model, measure_fl
 from .search import search
 from .strategies import strategies
 
-MACHINE_FIELDS = ("intra_gbs", "nics_per_node", "nic_gbs", "latency_us", "net_latency_us", "step_us", "copy_gbs")
+MACHINE_FIELDS = ("intra_gbs", "nics_per_node", "nic_gbs", "latency_us", "net_latency_us", "step_us", "launch_us",
+                  "copy_gbs")
 
 
 def parser():
@@ -38,6 +39,9 @@ def parser():
     ap.add_argument("--memory-kind", choices=("auto", "host", "device"), default="auto",
                     help="what collectives move: device memory over the GPU fabric, or host memory as CPU ranks "
                          "do (default: device, unless the topology has no GPUs)")
+    ap.add_argument("--nvswitch-gbs", type=float, default=0.0,
+                    help="join the topology file's GPUs by an NVSwitch at this GB/s per GPU, for files that leave "
+                         "NVLink out (as loom-sim's flag)")
     for name in MACHINE_FIELDS:
         ap.add_argument("--" + name.replace("_", "-"), type=float, help="as loom-sim's flag of that name")
     overlap = ap.add_mutually_exclusive_group()
@@ -87,7 +91,8 @@ def plan_command(args):
     if len(rank_overhead) not in (1, 2):
         raise ValueError(f"--rank-overhead-us takes PER_STEP[,PER_MICRO_BATCH] microseconds, got "
                          f"{args.rank_overhead_us!r}")
-    collectives = collective_model(args.devices, args.topology, args.ranks_per_node, args.memory_kind, **fields)
+    collectives = collective_model(args.devices, args.topology, args.ranks_per_node, args.memory_kind,
+                                   nvswitch_gbs=args.nvswitch_gbs, **fields)
     machine = Machine(devices=args.devices, memory_bytes=args.memory_gb * GB, flops_per_s=flops,
                       collectives=collectives, overlap_slowdown=args.overlap_slowdown,
                       collective_overhead_s=args.collective_overhead_us * 1e-6, cores=args.cores,

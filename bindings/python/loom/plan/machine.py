@@ -1,5 +1,6 @@
-"""The machine the planner plans for: Loom's collective model on a topology (loom._C.CollectiveModel:
-the tuner's choice and simulated plans, as loom-sim), the devices' memory and compute speed.
+"""The machine the planner plans for: Loom's collective model on a topology (loom.cost_model's
+CollectiveModel: the tuner's choice and simulated plans, as loom-sim), the devices' memory and compute
+speed.
 
 CPU ranks may share cores (`cores` fewer than `devices`): then compute runs at cores / devices of a
 core's speed while every rank is busy, which is charged through cost.Context.slots.
@@ -19,7 +20,7 @@ class Machine:
     devices: int
     memory_bytes: float  # per device, for the model's states and activations
     flops_per_s: float  # one device's compute speed for the model's layers (FLOPs of describe_module)
-    collectives: object = None  # loom._C.CollectiveModel over `devices` ranks; None: communication is free
+    collectives: object = None  # loom.cost_model.CollectiveModel over `devices` ranks; None: communication is free
     overlap_slowdown: float = 1.3  # compute and communication that overlap each run this much slower
     comm_elem_bytes: int = 4  # bytes per element of what is communicated (fp32)
     use_measured_compute: bool = True  # a layer's measured forward time, where the model has one
@@ -149,16 +150,16 @@ class Machine:
         return d
 
 
-def collective_model(devices, topology="", ranks_per_node=0, memory="auto", **fields):
+def collective_model(devices, topology="", ranks_per_node=0, memory="auto", nvswitch_gbs=0.0, **fields):
     """Loom's model of collectives over `devices` ranks. topology: "" for LOOM_TOPO_FILE or the live
     machine, "none" for a modelled cluster given only by `fields` (loom-sim's flags: intra_gbs,
-    nics_per_node, nic_gbs, latency_us, net_latency_us, step_us, copy_gbs), else a topology file."""
-    import torch  # noqa: F401 - loom._C needs torch's libraries loaded
+    nics_per_node, nic_gbs, latency_us, net_latency_us, step_us, launch_us, copy_gbs), else a topology
+    file; nvswitch_gbs joins a file's GPUs by an NVSwitch (loom-sim --nvswitch-gbs)."""
+    from ..cost_model import CollectiveModel
 
-    from .. import _C
-
-    return _C.CollectiveModel(devices, ranks_per_node=ranks_per_node, topology=topology, memory=memory,
-                              machine={k: float(v) for k, v in fields.items() if v is not None})
+    return CollectiveModel(devices, ranks_per_node=ranks_per_node, topology=topology, memory=memory,
+                           nvswitch_gbs=nvswitch_gbs or 0.0,
+                           machine={k: float(v) for k, v in fields.items() if v is not None})
 
 
 def measure_flops(seconds=0.2, n=256):
