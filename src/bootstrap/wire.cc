@@ -29,7 +29,7 @@ Status parseRankTable(const void* bytes, size_t size, int nranks, std::vector<Ra
     RankInfo& info = table[static_cast<size_t>(r)];
     if (!info.listenAddress.valid() || info.listenAddress.port == 0)
       return errorStatus(loomRemoteError, "rank table: rank {} has no valid address", r);
-    info.hostname[sizeof(info.hostname) - 1] = '\0';
+    info.process.hostname[sizeof(info.process.hostname) - 1] = '\0';
   }
   *out = std::move(table);
   return Status::Ok();

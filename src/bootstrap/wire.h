@@ -7,13 +7,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/process_identity.h"
 #include "base/socket.h"
 #include "base/status.h"
 
 namespace loom {
 
 constexpr uint32_t kWireMagic = 0x4d4f4f4c;  // "LOOM"
-constexpr uint32_t kWireVersion = 2;  // 2: RankInfo carries the state port
+constexpr uint32_t kWireVersion = 3;  // 2: RankInfo carries the state port; 3: its ProcessIdentity
 constexpr size_t kSecretBytes = 16;
 constexpr uint32_t kMaxFrameBytes = 64u << 20;  // larger frames are refused as junk
 
@@ -33,13 +34,8 @@ struct Hello {
 // What each rank tells the others at init.
 struct RankInfo {
   SocketAddress listenAddress;
-  uint64_t hostHash = 0;  // same value <=> same host (hostname + boot id)
-  int32_t pid = 0;
-  // Random, made once per process: a pid repeats across PID namespaces (containers) on one host, so
-  // two ranks share an address space only when host, pid and nonce all agree.
-  uint64_t processNonce = 0;
+  ProcessIdentity process;  // which host and process the rank runs in
   int32_t cudaDevice = -1;
-  char hostname[64] = {0};
   // Where this rank answers for its state (listenAddress's host, this port; 0: it does not).
   uint16_t statePort = 0;
 };

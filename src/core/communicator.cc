@@ -6,7 +6,6 @@
 
 #include "base/log.h"
 #include "base/settings.h"
-#include "bootstrap/host_identity.h"
 #include "bootstrap/unique_id.h"
 #include "core/build_info.h"
 #include "core/job_report.h"
@@ -15,6 +14,16 @@
 
 std::string loomComm::describe() const {
   return fmt::format("comm '{}' rank {}/{}", settings.name, rank, nranks);
+}
+
+void loomComm::shutdown() {  // the order and its reasons: communicator.h
+  stateServing.reset();
+  engine.reset();
+  device.reset();
+  tracer.reset();
+  if (transports) transports->close();
+  transports.reset();
+  bootstrap.reset();
 }
 
 namespace loom {
@@ -66,13 +75,13 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
 namespace {
 
 // What the device layer needs of this communicator (device/device_layer.h).
-device::CommFacts deviceFacts(loomComm* comm, const std::vector<PeerLocation>& peers) {
+device::CommFacts deviceFacts(loomComm* comm, const std::vector<ProcessIdentity>& peers) {
   device::CommFacts facts;
   facts.rank = comm->rank;
   facts.nranks = comm->nranks;
   facts.describe = comm->describe();
   facts.exchange = comm->bootstrap.get();
-  for (const PeerLocation& p : peers) facts.processes.push_back(device::ProcessIdentity{p.hostHash, p.pid, p.processNonce});
+  facts.processes = peers;
   facts.nslots = comm->settings.nslots;
   facts.slotBytes = comm->transports->slotBytes();
   facts.forcedChannels = comm->settings.forcedChannels;
@@ -98,16 +107,16 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   comm->nranks = nranks;
   if (comm->settings.name.empty()) comm->settings.name = "loom";
 
-  RankInfo self = describeThisProcess();
+  RankInfo self;
+  self.process = thisProcess();
   self.cudaDevice = comm->cudaDevice;
   Socket statePort;
   LOOM_TRY(openStatePort(&statePort, &self.statePort).withContext(comm->describe()));
   LOOM_TRY(Bootstrap::create(idData, rank, nranks, self, static_cast<int>(comm->settings.timeoutMs), &comm->aborted,
                              &comm->bootstrap)
                .withContext(comm->describe() + ": bootstrap"));
-  std::vector<PeerLocation> peers;
-  for (const RankInfo& info : comm->bootstrap->table())
-    peers.push_back(PeerLocation{info.hostHash, info.pid, info.hostname, info.processNonce});
+  std::vector<ProcessIdentity> peers;
+  for (const RankInfo& info : comm->bootstrap->table()) peers.push_back(info.process);
   // The topology first: transports take their NIC and memory placement from it.
   LOOM_TRY(setUpJobTopology(comm).withContext(comm->describe() + ": topology"));
   TransportOptions options;
@@ -133,7 +142,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   // Waiting ranks spin only while they have a core each; otherwise they yield and sleep early so the
   // rank they wait for can run.
   int localRanks = 0;
-  for (const PeerLocation& p : peers) localRanks += p.hostHash == peers[rank].hostHash;
+  for (const ProcessIdentity& p : peers) localRanks += p.sameHost(peers[rank]);
   cpu_set_t cpus;
   int ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   comm->oversubscribed = localRanks > ncpus;

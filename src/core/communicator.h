@@ -71,12 +71,9 @@ struct loomComm {
   std::unique_ptr<loom::TransportSet> transports;
   std::unique_ptr<loom::Tracer> tracer;  // written out when the communicator goes
   // Device buffers (src/device: plan kernels, stream-ordered staging in flight); made at init in CUDA
-  // builds (null otherwise), so that an abort from any thread finds it. Declared before `engine`,
-  // which finishes (and opens the gates of) every queued operation when it goes, so that this only
-  // waits for streams.
+  // builds (null otherwise), so that an abort from any thread finds it.
   std::unique_ptr<loom::device::CommDevice> device;
-  // Nonblocking communicators, and blocking ones once they ran a stream-ordered device operation;
-  // declared after `transports` so it stops before they go.
+  // Nonblocking communicators, and blocking ones once they ran a stream-ordered device operation.
   std::unique_ptr<loom::AsyncEngine> engine;
 
   std::atomic<bool> aborted{false};
@@ -119,16 +116,24 @@ struct loomComm {
   // "comm 'name' rank r/n" for messages.
   std::string describe() const;
 
-  // The progress thread uses the members declared after `engine` (error state, abort flag, tuner):
-  // it stops first, before any member goes.
-  // Answers loom-doctor and the other ranks' state requests (core/state_service.h); goes first, before
-  // anything its answers read.
+  // Answers loom-doctor and the other ranks' state requests (core/state_service.h).
   std::unique_ptr<loom::StateServing> stateServing;
 
-  ~loomComm() {
-    stateServing.reset();
-    engine.reset();
-  }
+  // Stops the communicator's parts and releases them, in an order that does not depend on where a
+  // member is declared:
+  //   1. stateServing: its answers read the flight record and the job;
+  //   2. engine: finishes (or, once the communicator failed, gives up) every queued operation and opens
+  //      their gates; its progress thread drives the transports and the device and reads the error
+  //      state and the tuners;
+  //   3. device: waits for its streams; its network lanes' proxy uses the transports;
+  //   4. tracer: writes the trace file of what ran;
+  //   5. transports: connections first, then the network provider under them (TransportSet::close);
+  //   6. bootstrap: last, the other parts may exchange through it until they are gone.
+  // Everything else is plain data. Destroy and abort call it once no other call runs on the
+  // communicator; the destructor calls it again for a communicator whose init failed (a second call
+  // finds nothing left to stop).
+  void shutdown();
+  ~loomComm() { shutdown(); }
 };
 
 namespace loom {

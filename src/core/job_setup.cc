@@ -64,7 +64,7 @@ Status hostGraph(std::shared_ptr<const SystemGraph>* out) {
 Status placeThisRank(loomComm* comm, const SystemGraph& graph, RankPlacement* out) {
   const std::vector<RankInfo>& table = comm->bootstrap->table();
   PlacementInputs in;
-  for (int r = 0; r < comm->rank; ++r) in.localIndex += table[static_cast<size_t>(r)].hostHash == table[static_cast<size_t>(comm->rank)].hostHash;
+  for (int r = 0; r < comm->rank; ++r) in.localIndex += table[static_cast<size_t>(r)].process.sameHost(table[static_cast<size_t>(comm->rank)].process);
   // A device list named the device; otherwise the device this thread already works on, if any.
   if (comm->cudaDevice < 0) comm->cudaDevice = device::activeDevice();
   in.cudaDevice = comm->cudaDevice;
@@ -72,7 +72,7 @@ Status placeThisRank(loomComm* comm, const SystemGraph& graph, RankPlacement* ou
   LOOM_TRY(parseTopoGpu(&in.gpuOverride));
   in.cpuList = affinityCpuList();
   LOOM_TRY(placeRank(graph, in, out));
-  out->hostHash = table[static_cast<size_t>(comm->rank)].hostHash;
+  out->hostHash = table[static_cast<size_t>(comm->rank)].process.hostHash;
   Calibration calibration;
   LOOM_TRY(processCalibration(&calibration));
   out->copyGbs = static_cast<float>(calibration.copyGbs);
@@ -115,7 +115,7 @@ Status planMyPartOfHost(const loomComm* comm, const SystemGraph& graph, const st
   for (int r = 0; r < comm->nranks; ++r)
     if (placements[static_cast<size_t>(r)].hostHash == myHost) hostRanks.push_back(r);
   std::vector<HostChannelRecord> records;
-  LOOM_TRY(planHost(graph, hostRanks, placements, &records));
+  LOOM_TRY(chooseHostChannels(graph, hostRanks, placements, &records));
   *out = records[static_cast<size_t>(std::find(hostRanks.begin(), hostRanks.end(), comm->rank) - hostRanks.begin())];
   return Status::Ok();
 }

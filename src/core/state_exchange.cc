@@ -60,8 +60,8 @@ std::string commStateJson(const loomComm& comm) {
   j["nranks"] = comm.nranks;
   if (comm.bootstrap) {
     const RankInfo& me = comm.bootstrap->table()[static_cast<size_t>(comm.rank)];
-    j["host"] = me.hostname;
-    j["pid"] = me.pid;
+    j["host"] = me.process.host();
+    j["pid"] = me.process.pid;
   }
   const nlohmann::json record = nlohmann::json::parse(comm.flight.json());
   for (const auto& [key, value] : record.items()) j[key] = value;

@@ -19,6 +19,7 @@
 #include "algorithms/builders.h"
 #include "algorithms/plan.h"
 #include "base/exchange.h"
+#include "base/process_identity.h"
 #include "base/status.h"
 #include "device/operation_gate.h"
 #include "kernels/cpu/reduce.h"
@@ -105,14 +106,8 @@ Status exportDmabuf(const void* p, size_t bytes, DmabufRange* out);
 
 // ---- One communicator's device state ------------------------------------------------------------------
 
-// A rank's process, as the ranks tell each other at init. Two ranks share an address space only when
-// all three agree: a pid alone repeats across PID namespaces on one host.
-struct ProcessIdentity {
-  uint64_t hostHash = 0;
-  int32_t pid = 0;
-  uint64_t nonce = 0;  // random, made once per process
-  bool sameProcess(const ProcessIdentity& o) const { return hostHash == o.hostHash && pid == o.pid && nonce == o.nonce; }
-};
+// A rank's process: base/process_identity.h, as the ranks tell each other at init.
+using loom::ProcessIdentity;
 
 // ---- Network lanes: plan kernels with peers on other hosts -------------------------------------------
 

@@ -144,7 +144,7 @@ Status JobModel::build(const std::map<int, std::vector<int>>& perNode, bool conc
       std::vector<int> hostRanks;
       for (int q = first; q < first + m; ++q) hostRanks.push_back(q);
       std::vector<HostChannelRecord> hostRecords;
-      LOOM_TRY(planHost(*graph_, hostRanks, placements, &hostRecords).withContext("model: host channels"));
+      LOOM_TRY(chooseHostChannels(*graph_, hostRanks, placements, &hostRecords).withContext("model: host channels"));
       for (int i = 0; i < m; ++i) records[static_cast<size_t>(first + i)] = hostRecords[static_cast<size_t>(i)];
     }
     JobTopology job;

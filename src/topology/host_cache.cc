@@ -14,7 +14,7 @@
 #include "base/env.h"
 #include "base/settings.h"
 #include "base/log.h"
-#include "topology/host_identity.h"
+#include "base/process_identity.h"
 #include "topology/nccl_xml.h"
 #include "topology/topology_file.h"
 

@@ -1,4 +1,4 @@
-// A rank's placement and the assembly of the job (job_topology.h); planning one host is host_plan.cc.
+// A rank's placement and the assembly of the job (job_topology.h); one host's channels are host_channels.cc.
 #include "topology/job_topology.h"
 
 #include <algorithm>
@@ -228,7 +228,7 @@ Status modelJob(const SystemGraph& host, int nranks, int ranksPerHost, double co
     std::vector<int> ranks;
     for (int r = first; r < std::min(nranks, first + k); ++r) ranks.push_back(r);
     std::vector<HostChannelRecord> hostRecords;
-    LOOM_TRY(planHost(host, ranks, placements, &hostRecords));
+    LOOM_TRY(chooseHostChannels(host, ranks, placements, &hostRecords));
     for (size_t i = 0; i < ranks.size(); ++i) records[static_cast<size_t>(ranks[i])] = hostRecords[i];
   }
   return assembleJob(placements, records, out);

@@ -6,11 +6,12 @@
 //
 // How it is built, deterministically, so that every rank reaches the same result:
 // 1. Each rank places itself in its host's graph (placeRank) and tells every other (RankPlacement).
-// 2. Each rank plans its own host (planHost): rings over the host's ranks, from the topology search
-//    over the GPUs they use (ranks sharing a GPU follow each other; ranks without one are ordered by
-//    NUMA node), and, for jobs of several hosts, a rail ring per channel through the host's NIC c mod
-//    NICs, starting at the rank closest to it. Every rank of a host computes the same plan from the
-//    same facts and tells every other its part of it (HostChannelRecord).
+// 2. Each rank chooses its own host's channels (chooseHostChannels): rings over the host's ranks, from
+//    the topology search over the GPUs they use (ranks sharing a GPU follow each other; ranks without
+//    one are ordered by NUMA node), and, for jobs of several hosts, a rail ring per channel through
+//    the host's NIC c mod NICs, entering at the rank whose NIC it is (else the closest). Every rank of
+//    a host computes the same channels from the same facts and tells every other its part of it
+//    (HostChannelRecord).
 // 3. assembleJob joins the hosts: with one host, its search rings are the job's; otherwise channel c's
 //    ring visits the hosts in order of their first rank, each through its rail ring c, so that a ring
 //    crosses between hosts once per host and each channel through its own NIC.
@@ -85,8 +86,8 @@ Status checkHostsAgree(std::span<const RankPlacement> placements);
 
 // Step 2: the plan of one host for its ranks `hostRanks` (job ranks, ascending) placed as `placements`
 // (by job rank); the record of each of them, in the same order.
-Status planHost(const SystemGraph& host, std::span<const int> hostRanks, std::span<const RankPlacement> placements,
-                std::vector<HostChannelRecord>* records);
+Status chooseHostChannels(const SystemGraph& host, std::span<const int> hostRanks,
+                          std::span<const RankPlacement> placements, std::vector<HostChannelRecord>* records);
 
 // Step 3's result: what a communicator uses.
 struct JobTopology {

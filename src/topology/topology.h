@@ -11,7 +11,7 @@
 
 #include "topology/discovery.h"
 #include "topology/graph.h"
-#include "topology/host_identity.h"
+#include "base/process_identity.h"
 #include "topology/nccl_xml.h"
 #include "topology/search.h"
 #include "topology/topology_file.h"

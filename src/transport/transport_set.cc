@@ -27,8 +27,8 @@ const char* transportKindName(TransportKind kind) {
   return "?";
 }
 
-TransportKind selectTransport(const PeerLocation& a, const PeerLocation& b, const std::string& forced) {
-  if (forced == "net" || forced == "socket" || a.hostHash != b.hostHash) return TransportKind::Net;
+TransportKind selectTransport(const ProcessIdentity& a, const ProcessIdentity& b, const std::string& forced) {
+  if (forced == "net" || forced == "socket" || !a.sameHost(b)) return TransportKind::Net;
   if (forced == "shm" || !a.sameProcess(b)) return TransportKind::Shm;
   return TransportKind::Local;
 }
@@ -46,9 +46,16 @@ bool isMemory(TransportKind k) { return k == TransportKind::Local || k == Transp
 
 }  // namespace
 
+void TransportSet::close() {
+  recvs_.clear();
+  sends_.clear();
+  netProvider_.reset();
+}
+
 TransportSet::~TransportSet() {
+  close();
   for (int fd : pidfds_)
-    if (fd >= 0) close(fd);
+    if (fd >= 0) ::close(fd);
   if (hasNetPeers_)
     LOOM_INFO(Net, "rank {}: sent {} bytes over the network straight from the caller's buffers, {} through slots",
               rank_, netCounters_.direct, netCounters_.slots);
@@ -92,14 +99,14 @@ bool TransportSet::hasPeerInThisProcess() const {
 
 std::string TransportSet::describePeer(int peer) const {
   if (kinds_[peer] == TransportKind::Net && netProvider_)
-    return fmt::format("rank {} ({} pid {}, net:{})", peer, peers_[peer].hostname, peers_[peer].pid, netProvider_->name());
-  return fmt::format("rank {} ({} pid {}, {})", peer, peers_[peer].hostname, peers_[peer].pid,
+    return fmt::format("rank {} ({} pid {}, net:{})", peer, peers_[peer].host(), peers_[peer].pid, netProvider_->name());
+  return fmt::format("rank {} ({} pid {}, {})", peer, peers_[peer].host(), peers_[peer].pid,
                      transportKindName(kinds_[peer]));
 }
 
 std::string TransportSet::netProviderName() const { return netProvider_ ? netProvider_->name() : ""; }
 
-Status TransportSet::create(PeerExchange& exchange, const std::vector<PeerLocation>& peers,
+Status TransportSet::create(PeerExchange& exchange, const std::vector<ProcessIdentity>& peers,
                             const TransportOptions& options, std::unique_ptr<TransportSet>* out) {
   std::unique_ptr<TransportSet> t(new TransportSet());
   t->rank_ = exchange.rank();

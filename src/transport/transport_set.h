@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/exchange.h"
+#include "base/process_identity.h"
 #include "transport/connection.h"
 #include "transport/doorbell.h"
 #include "transport/net/fifo_proxy.h"
@@ -24,16 +25,6 @@ namespace loom {
 
 enum class TransportKind : uint8_t { Self, Local, Shm, Net };
 const char* transportKindName(TransportKind kind);
-
-struct PeerLocation {
-  uint64_t hostHash = 0;
-  int32_t pid = 0;
-  std::string hostname;
-  uint64_t processNonce = 0;  // bootstrap/wire.h's RankInfo says why a pid alone is not enough
-  bool sameProcess(const PeerLocation& o) const {
-    return hostHash == o.hostHash && pid == o.pid && processNonce == o.processNonce;
-  }
-};
 
 struct TransportOptions {
   int nchannels = 1;
@@ -57,12 +48,15 @@ struct TransportOptions {
   std::function<void(void*, size_t)> placeMemory;
 };
 
-TransportKind selectTransport(const PeerLocation& a, const PeerLocation& b, const std::string& forced);
+TransportKind selectTransport(const ProcessIdentity& a, const ProcessIdentity& b, const std::string& forced);
 
 class TransportSet {
  public:
-  ~TransportSet();
-  static Status create(PeerExchange& exchange, const std::vector<PeerLocation>& peers,
+  ~TransportSet();  // close(), then the pidfds
+  // Releases the connections and then the network provider their comms use (a second call does
+  // nothing). Every caller of the connections must have stopped.
+  void close();
+  static Status create(PeerExchange& exchange, const std::vector<ProcessIdentity>& peers,
                        const TransportOptions& options, std::unique_ptr<TransportSet>* out);
 
   SendConnection* send(int peer, int channel) const { return sends_[index(peer, channel)].get(); }
@@ -152,10 +146,10 @@ class TransportSet {
   int nranks_ = 1;
   TransportOptions options_;
   int channels_ = 2;  // nchannels() + the point-to-point channel
-  std::vector<PeerLocation> peers_;
+  std::vector<ProcessIdentity> peers_;
   std::vector<TransportKind> kinds_;
   bool hasNetPeers_ = false;
-  // Declared before the connections: their comms may need the provider until they are gone.
+  // Outlives the connections: their comms need it until they are gone (close()).
   std::unique_ptr<net::Provider> netProvider_;
   net::SendCounters netCounters_;
   net::GdrChoice gdr_;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -96,3 +97,58 @@ TEST(Async, StagedInputsAreReadWhenTheOperationRuns) {
 }
 
 }  // namespace
+
+// Destroy and abort with operations still queued: the communicator's explicit shutdown
+// (loomComm::shutdown) stops its parts in order while the progress thread still has work, which ASan
+// and TSan watch (scripts/sanitize.sh runs this suite under both).
+TEST(Async, DestroyFinishesOperationsStillInFlight) {
+  const size_t count = 64u << 10;
+  const int calls = 16;
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  runThreadRanks(3, config, [&](int rank, loomComm_t comm) {
+    std::vector<std::vector<float>> bufs(calls, std::vector<float>(count, 1.0f + rank));
+    for (auto& b : bufs)
+      ASSERT_EQ(loomAllReduce(b.data(), b.data(), count, loomFloat32, loomSum, comm, nullptr), loomSuccess);
+    std::vector<int32_t> out(count, rank), in(count, -1);
+    const int next = (rank + 1) % 3, prev = (rank + 2) % 3;
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    ASSERT_EQ(loomSend(out.data(), count, loomInt32, next, comm, nullptr), loomSuccess);
+    ASSERT_EQ(loomRecv(in.data(), count, loomInt32, prev, comm, nullptr), loomSuccess);
+    ASSERT_EQ(loomGroupEnd(), loomSuccess);
+    ASSERT_EQ(loomCommDestroy(comm), loomSuccess) << "rank " << rank;  // nothing waited for
+    for (const auto& b : bufs)
+      for (size_t i = 0; i < count; i += 997) ASSERT_EQ(b[i], 6.0f) << i;
+    for (size_t i = 0; i < count; i += 997) ASSERT_EQ(in[i], prev) << i;
+  }, CommOwner::Body);
+}
+
+TEST(Async, AbortWithOperationsInFlightReleasesEveryRank) {
+  const size_t count = 256u << 10;
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  config.timeoutMs = 20000;  // a bound on a bug, not what the test waits for
+  runThreadRanks(3, config, [&](int rank, loomComm_t comm) {
+    std::vector<std::vector<float>> bufs(8, std::vector<float>(count, 1.0f));
+    for (auto& b : bufs) {
+      // A survivor may already have seen the abort: then the call is refused, naming it.
+      const loomResult_t queued = loomAllReduce(b.data(), b.data(), count, loomFloat32, loomSum, comm, nullptr);
+      if (rank == 0) ASSERT_EQ(queued, loomSuccess);
+      if (queued != loomSuccess) {
+        const std::string why = loomGetLastError(comm);
+        EXPECT_TRUE(why.find("abort") != std::string::npos || why.find("rank 0") != std::string::npos) << why;
+        break;
+      }
+    }
+    if (rank == 0) {
+      EXPECT_EQ(loomCommAbort(comm), loomSuccess);  // its own operations still queued
+      return;
+    }
+    // The survivors' queued operations end (done, or failed naming the aborted rank); destroy returns.
+    uint64_t last = 0;
+    ASSERT_EQ(loomCommLastOpId(comm, &last), loomSuccess);
+    const loomResult_t waited = loomCommWaitOp(comm, last, -1);
+    if (waited != loomSuccess) EXPECT_NE(std::string(loomGetLastError(comm)), "") << "rank " << rank;
+    EXPECT_EQ(loomCommDestroy(comm), loomSuccess);
+  }, CommOwner::Body);
+}

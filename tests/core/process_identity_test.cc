@@ -5,21 +5,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bootstrap/host_identity.h"
+#include "base/process_identity.h"
 #include "transport/transport_set.h"
 
 namespace loom {
 namespace {
 
 TEST(ProcessIdentity, TheNonceIsStableInAProcessAndNewInAForkedChild) {
-  const RankInfo a = describeThisProcess(), b = describeThisProcess();
-  EXPECT_EQ(a.processNonce, b.processNonce);
-  EXPECT_NE(a.processNonce, 0u);
+  const ProcessIdentity a = thisProcess(), b = thisProcess();
+  EXPECT_EQ(a.nonce, b.nonce);
+  EXPECT_NE(a.nonce, 0u);
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
   const pid_t child = fork();
   if (child == 0) {
-    const uint64_t nonce = describeThisProcess().processNonce;
+    const uint64_t nonce = thisProcess().nonce;
     const ssize_t n = write(fds[1], &nonce, sizeof nonce);
     _exit(n == sizeof nonce ? 0 : 1);
   }
@@ -29,17 +29,17 @@ TEST(ProcessIdentity, TheNonceIsStableInAProcessAndNewInAForkedChild) {
   waitpid(child, &status, 0);
   close(fds[0]);
   close(fds[1]);
-  EXPECT_NE(childNonce, a.processNonce);
+  EXPECT_NE(childNonce, a.nonce);
 }
 
 TEST(ProcessIdentity, APidAloneDoesNotMakeTheSameProcess) {
-  const PeerLocation here{7, 1, "host", 0x1234};
-  const PeerLocation twin{7, 1, "host", 0x1234};
-  const PeerLocation otherNamespace{7, 1, "host", 0x9876};  // same host, same pid, another container
+  const ProcessIdentity here{7, 1, 0x1234, "host"};
+  const ProcessIdentity twin{7, 1, 0x1234, "host"};
+  const ProcessIdentity otherNamespace{7, 1, 0x9876, "host"};  // same host, same pid, another container
   EXPECT_EQ(selectTransport(here, twin, ""), TransportKind::Local);
   EXPECT_EQ(selectTransport(here, otherNamespace, ""), TransportKind::Shm);
   EXPECT_FALSE(here.sameProcess(otherNamespace));
-  const PeerLocation otherHost{8, 1, "far", 0x1234};
+  const ProcessIdentity otherHost{8, 1, 0x1234, "far"};
   EXPECT_EQ(selectTransport(here, otherHost, ""), TransportKind::Net);
 }
 

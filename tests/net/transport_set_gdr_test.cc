@@ -38,7 +38,7 @@ TransportOptions optionsFor(int rank) {
 
 // The two ranks, each on a host of its own.
 std::vector<RankResult> setUpGpuAndHostRanks() {
-  const std::vector<PeerLocation> peers = {{0x1111, getpid(), "gpu-host", 1}, {0x2222, getpid(), "cpu-host", 2}};
+  const std::vector<ProcessIdentity> peers = {{0x1111, getpid(), 1, "gpu-host"}, {0x2222, getpid(), 2, "cpu-host"}};
   ThreadExchange::Shared shared(2);
   std::vector<RankResult> results(2);
   std::vector<std::thread> threads;

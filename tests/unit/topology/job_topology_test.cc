@@ -138,7 +138,7 @@ TEST(JobTopology, HostsWithoutGpusSpreadTheirCrossingsOverTheirRanks) {
   for (int h = 0; h < 2; ++h) {
     std::vector<int> ranks{3 * h, 3 * h + 1, 3 * h + 2};
     std::vector<HostChannelRecord> host;
-    ASSERT_TRUE(planHost(g, ranks, placements, &host).ok());
+    ASSERT_TRUE(chooseHostChannels(g, ranks, placements, &host).ok());
     for (int i = 0; i < 3; ++i) records[static_cast<size_t>(ranks[static_cast<size_t>(i)])] = host[static_cast<size_t>(i)];
   }
   JobTopology job;
@@ -161,7 +161,7 @@ TEST(JobTopology, RanksThatDisagreeAboutTheirHostAreRefused) {
     placements[static_cast<size_t>(r)].hostHash = 7;
   }
   std::vector<HostChannelRecord> records;
-  ASSERT_TRUE(planHost(g, std::vector<int>{0, 1, 2, 3}, placements, &records).ok());
+  ASSERT_TRUE(chooseHostChannels(g, std::vector<int>{0, 1, 2, 3}, placements, &records).ok());
   JobTopology job;
   EXPECT_TRUE(assembleJob(placements, records, &job).ok());
   placements[2].graphFingerprint ^= 1;  // rank 2 read another file

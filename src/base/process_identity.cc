@@ -1,10 +1,13 @@
-#include "topology/host_identity.h"
+#include "base/process_identity.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <random>
 
 #include "base/settings.h"
 
@@ -24,6 +27,19 @@ std::vector<int> groupByFirstAppearance(const std::vector<Key>& keys) {
   out.reserve(keys.size());
   for (const Key& key : keys) out.push_back(hosts.emplace(key, static_cast<int>(hosts.size())).first->second);
   return out;
+}
+
+uint64_t processNonce() {
+  static std::mutex mutex;
+  static pid_t madeIn = 0;
+  static uint64_t nonce = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (madeIn != getpid()) {  // first use, or a child forked after the parent made one
+    std::random_device random;
+    nonce = (uint64_t{random()} << 32) ^ random();
+    madeIn = getpid();
+  }
+  return nonce;
 }
 
 }  // namespace
@@ -46,6 +62,16 @@ HostIdentity localHostIdentity() {
   std::ifstream file("/proc/sys/kernel/random/boot_id");
   file >> id.bootId;  // absent (non-Linux, restricted /proc): the host name alone decides
   return id;
+}
+
+ProcessIdentity thisProcess() {
+  ProcessIdentity me;
+  const HostIdentity host = localHostIdentity();
+  std::snprintf(me.hostname, sizeof(me.hostname), "%s", host.hostname.c_str());
+  me.hostHash = host.hash();
+  me.pid = static_cast<int32_t>(getpid());
+  me.nonce = processNonce();
+  return me;
 }
 
 std::vector<int> groupRanksByHost(const std::vector<std::string>& keys) { return groupByFirstAppearance(keys); }

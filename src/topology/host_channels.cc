@@ -112,9 +112,9 @@ int16_t positionIn(const std::vector<int>& ring, int rank) {
 
 }  // namespace
 
-Status planHost(const SystemGraph& host, std::span<const int> hostRanks, std::span<const RankPlacement> placements,
-                std::vector<HostChannelRecord>* records) {
-  if (hostRanks.empty()) return invalidArgument("planHost: a host without ranks");
+Status chooseHostChannels(const SystemGraph& host, std::span<const int> hostRanks,
+                          std::span<const RankPlacement> placements, std::vector<HostChannelRecord>* records) {
+  if (hostRanks.empty()) return invalidArgument("chooseHostChannels: a host without ranks");
   GpuChannels search;
   std::vector<std::vector<int>> rings = rankRings(host, hostRanks, placements, &search);
   if (rings.size() > kMaxJobChannels) rings.resize(kMaxJobChannels);
