@@ -124,31 +124,12 @@ Status JobModel::build(const std::map<int, std::vector<int>>& perNode, bool conc
   auto g = std::make_unique<Group>();
   std::vector<std::vector<int>> rings;
   if (graph_) {
-    // The communicator's init, without the exchanges: every rank of the group placed on the GPU its job
-    // rank stands for, each node's channels planned, the job assembled.
-    std::vector<RankPlacement> placements(static_cast<size_t>(n));
-    int r = 0;
-    for (const auto& [node, locals] : perNode) {
-      for (int i = 0; i < m; ++i, ++r) {
-        PlacementInputs in;
-        in.localIndex = i;
-        if (graph_->gpuCount() > 0)
-          for (int local : locals) in.gpuOverride.push_back(local % graph_->gpuCount());
-        LOOM_TRY(placeRank(*graph_, in, &placements[static_cast<size_t>(r)]).withContext("model: placement"));
-        placements[static_cast<size_t>(r)].hostHash = static_cast<uint64_t>(node) + 1;
-        placements[static_cast<size_t>(r)].copyGbs = static_cast<float>(copyGbs_);
-      }
-    }
-    std::vector<HostChannelRecord> records(static_cast<size_t>(n));
-    for (int first = 0; first < n; first += m) {
-      std::vector<int> hostRanks;
-      for (int q = first; q < first + m; ++q) hostRanks.push_back(q);
-      std::vector<HostChannelRecord> hostRecords;
-      LOOM_TRY(chooseHostChannels(*graph_, hostRanks, placements, &hostRecords).withContext("model: host channels"));
-      for (int i = 0; i < m; ++i) records[static_cast<size_t>(first + i)] = hostRecords[static_cast<size_t>(i)];
-    }
+    // The communicator's init without the exchanges: each member placed on the GPU its job rank stands
+    // for, each node's channels chosen, the job assembled.
+    std::vector<std::vector<int>> hostSlots;
+    for (const auto& [node, locals] : perNode) hostSlots.push_back(locals);
     JobTopology job;
-    LOOM_TRY(assembleJob(placements, records, &job).withContext("model: job topology"));
+    LOOM_TRY(modelJob(*graph_, hostSlots, copyGbs_, &job).withContext("model: job topology"));
     g->machine = jobMachine(job, device_ ? MemorySide::Device : MemorySide::Host);
     rings = job.rings;
   } else {

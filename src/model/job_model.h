@@ -1,10 +1,9 @@
 // A job's cost model: for any group of a job's ranks, what a communicator of exactly those ranks would
 // choose and how long it would take, on hosts a topology describes (or no topology: the machine fields
 // alone). The one assembly of "ranks -> job topology -> machine model -> tuner" outside a live
-// communicator: each member is placed on the GPU its job rank stands for (placeRank's override path),
-// the host's channels and the job's rings come from the same steps a communicator's init runs
-// (topology/job_topology.h), the machine from jobMachine, and the choice and time from the tuner's
-// simulated plans. include/loom_model.h is its C API (loom-sim and the Python planner use it).
+// communicator: modelJob (topology/job_topology.h) runs the steps a communicator's init runs without
+// the exchanges, each member placed on the GPU its job rank stands for; then the machine from
+// jobMachine, and the choice and time from the tuner's simulated plans. include/loom_model.h is its C API (loom-sim and the Python planner use it).
 #pragma once
 
 #include <cstdint>

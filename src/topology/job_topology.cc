@@ -212,26 +212,46 @@ Status assembleJob(std::span<const RankPlacement> placements, std::span<const Ho
   return Status::Ok();
 }
 
-Status modelJob(const SystemGraph& host, int nranks, int ranksPerHost, double copyGbs, JobTopology* out) {
-  if (nranks < 1) return invalidArgument("modelJob: {} ranks", nranks);
-  const int k = ranksPerHost > 0 ? ranksPerHost : nranks;
-  std::vector<RankPlacement> placements(static_cast<size_t>(nranks));
-  for (int r = 0; r < nranks; ++r) {
-    PlacementInputs in;
-    in.localIndex = r % k;
-    LOOM_TRY(placeRank(host, in, &placements[static_cast<size_t>(r)]));
-    placements[static_cast<size_t>(r)].hostHash = static_cast<uint64_t>(r / k) + 1;
-    placements[static_cast<size_t>(r)].copyGbs = static_cast<float>(copyGbs);
+Status modelJob(const SystemGraph& host, const std::vector<std::vector<int>>& hostSlots, double copyGbs,
+                JobTopology* out) {
+  std::vector<RankPlacement> placements;
+  for (size_t h = 0; h < hostSlots.size(); ++h) {
+    if (hostSlots[h].empty()) return invalidArgument("modelJob: host {} has no rank", h);
+    for (size_t i = 0; i < hostSlots[h].size(); ++i) {
+      PlacementInputs in;
+      in.localIndex = static_cast<int>(i);
+      if (host.gpuCount() > 0)
+        for (int slot : hostSlots[h]) in.gpuOverride.push_back(slot % host.gpuCount());
+      RankPlacement placed;
+      LOOM_TRY(placeRank(host, in, &placed));
+      placed.hostHash = static_cast<uint64_t>(h) + 1;
+      placed.copyGbs = static_cast<float>(copyGbs);
+      placements.push_back(placed);
+    }
   }
-  std::vector<HostChannelRecord> records(static_cast<size_t>(nranks));
-  for (int first = 0; first < nranks; first += k) {
-    std::vector<int> ranks;
-    for (int r = first; r < std::min(nranks, first + k); ++r) ranks.push_back(r);
+  if (placements.empty()) return invalidArgument("modelJob: no ranks");
+  std::vector<HostChannelRecord> records(placements.size());
+  int first = 0;
+  for (const std::vector<int>& slots : hostSlots) {
+    std::vector<int> ranks(slots.size());
+    for (size_t i = 0; i < slots.size(); ++i) ranks[i] = first + static_cast<int>(i);
     std::vector<HostChannelRecord> hostRecords;
     LOOM_TRY(chooseHostChannels(host, ranks, placements, &hostRecords));
     for (size_t i = 0; i < ranks.size(); ++i) records[static_cast<size_t>(ranks[i])] = hostRecords[i];
+    first += static_cast<int>(slots.size());
   }
   return assembleJob(placements, records, out);
+}
+
+Status modelJob(const SystemGraph& host, int nranks, int ranksPerHost, double copyGbs, JobTopology* out) {
+  if (nranks < 1) return invalidArgument("modelJob: {} ranks", nranks);
+  const int k = ranksPerHost > 0 ? ranksPerHost : nranks;
+  std::vector<std::vector<int>> hostSlots;
+  for (int r = 0; r < nranks; ++r) {
+    if (r % k == 0) hostSlots.emplace_back();
+    hostSlots.back().push_back(r % k);
+  }
+  return modelJob(host, hostSlots, copyGbs, out);
 }
 
 }  // namespace loom

@@ -118,8 +118,14 @@ struct JobTopology {
 Status assembleJob(std::span<const RankPlacement> placements, std::span<const HostChannelRecord> records,
                    JobTopology* out);
 
-// The three steps for a modelled job: `nranks` ranks in hosts of `ranksPerHost` (0: one host), every host
-// described by `host`, ranks standing for its GPUs in order (loom-sim; tests).
+// The three steps for a modelled job (no exchange: every host is described by `host`): host h holds
+// hostSlots[h].size() ranks, its i-th rank standing for the one of local index hostSlots[h][i] on a
+// full host (so for that index's GPU, mod the host's GPUs). The cost model (src/model) times any group
+// of a job's ranks this way.
+Status modelJob(const SystemGraph& host, const std::vector<std::vector<int>>& hostSlots, double copyGbs,
+                JobTopology* out);
+// `nranks` ranks in hosts of `ranksPerHost` (0: one host; the last may be partial), standing for the
+// host's GPUs in order (loom-info; tests).
 Status modelJob(const SystemGraph& host, int nranks, int ranksPerHost, double copyGbs, JobTopology* out);
 
 }  // namespace loom
