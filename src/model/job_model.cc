@@ -134,7 +134,9 @@ Status JobModel::build(const std::map<int, std::vector<int>>& perNode, bool conc
     rings = job.rings;
   } else {
     const int perNodeRanks = nodes > 1 ? m : 0;
-    g->machine = device_ ? deviceMachine(n, perNodeRanks) : hostMemoryMachine(n, perNodeRanks);
+    // The machine fields alone: no launch term unless launch_us is given (a GPU's costs come with a
+    // topology that has GPUs).
+    g->machine = device_ ? defaultMachine(n, perNodeRanks) : hostMemoryMachine(n, perNodeRanks);
     if (device_) g->machine.intraLatencyUs = g->machine.netLatencyUs = kNoTopologyLatencyUs;
   }
   applyMachineFields(fields_, &g->machine);

@@ -47,7 +47,10 @@ TEST(ModelApi, FasterFabricIsFaster) {
   EXPECT_EQ(m.nranks, 8);
   EXPECT_EQ(m.intraGbs, 100);
   EXPECT_TRUE(m.device);
-  EXPECT_GT(m.launchUs, 0);  // device memory: a kernel launch per operation
+  EXPECT_EQ(m.launchUs, 0);  // no topology: the fields given alone
+  Model launched;
+  ASSERT_EQ(create(&launched, 8, 0, "intra_gbs=100,launch_us=10"), loomSuccess);
+  EXPECT_NEAR(allReduceUs(launched.handle, 8), allReduceUs(fast.handle, 8) + 10, 1e-9);
 }
 
 TEST(ModelApi, PredictionReportsTheChoice) {
@@ -152,6 +155,7 @@ TEST(ModelApi, AddedNvSwitchJoinsAPciOnlyFile) {
   EXPECT_LT(a.intraGbs, 100);  // PCIe only
   EXPECT_NEAR(b.intraGbs, 240, 1e-9);
   EXPECT_LT(b.latencyUs, a.latencyUs);  // NVLink's hop, not PCIe's
+  EXPECT_GT(b.launchUs, 0);             // GPUs: a kernel launch per operation
   c.topology = hgx.c_str();  // already has its NVSwitch
   EXPECT_EQ(loomModelCreate(&c, &twice.handle), loomInvalidArgument);
   EXPECT_NE(std::string(loomGetLastError(nullptr)).find("already has NVLinks"), std::string::npos);
