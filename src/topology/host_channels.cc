@@ -1,4 +1,4 @@
-// Planning one host for the job's ranks on it (job_topology.h, step 2): its rings over those ranks,
+// One host's channels for the job's ranks on it (job_topology.h, step 2): its rings over those ranks,
 // and for each channel the NIC it leaves the host through and the rank next to that NIC.
 #include <algorithm>
 #include <cstdio>

@@ -247,3 +247,34 @@ TEST(JobTopology, TheDeviceModelTellsNvlinkFromPcie) {
 
 }  // namespace
 }  // namespace loom::testing
+
+namespace loom::testing {
+namespace {
+
+// Azure NDv4: two GPUs and two NICs behind each PCIe switch, every GPU equally close to both. The GPUs
+// share them out one each (as NCCL pairs them), so a job of two such hosts crosses through all 8 NICs,
+// not through the first NIC of each switch.
+TEST(JobTopology, GpusThatTieForNicsShareThemOut) {
+  LOOM_FIXTURE_OR_SKIP(path, "nccl-azure-ndv4-topo.xml");
+  const SystemGraph g = load(path);
+  ASSERT_EQ(g.gpuCount(), 8);
+  ASSERT_EQ(g.nicCount(), 8);
+  std::set<int> nics;
+  for (int gpu = 0; gpu < g.gpuCount(); ++gpu) {
+    EXPECT_EQ(g.closestNics(gpu).size(), 2u) << "GPU " << gpu;
+    nics.insert(g.closestNic(gpu));
+  }
+  EXPECT_EQ(nics.size(), 8u);
+  JobTopology job;
+  ASSERT_TRUE(modelJob(g, 16, 8, 0, &job).ok());
+  std::set<int> entries;  // where each channel's ring enters host 1
+  for (const std::vector<int>& ring : job.rings) {
+    ASSERT_EQ(ring.size(), 16u);
+    for (size_t i = 0; i < ring.size(); ++i)
+      if (ring[i] >= 8 && ring[(i + ring.size() - 1) % ring.size()] < 8) entries.insert(ring[i]);
+  }
+  EXPECT_EQ(entries.size(), 8u);
+}
+
+}  // namespace
+}  // namespace loom::testing
