@@ -86,6 +86,7 @@ typedef struct {
   int channels;
   size_t chunkBytes;
   size_t count;        /* elements per rank as the API counts them (0: less than one per rank) */
+  size_t bytes;        /* the request's size in whole elements (of every rank's block where it counts them) */
   double algbwGbs;     /* nccl-tests' algorithm and bus bandwidth, GB/s = 1e9 bytes/s */
   double busbwGbs;
   char note[160];      /* why a forced choice was not honoured; empty when it was */

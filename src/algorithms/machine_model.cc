@@ -42,12 +42,6 @@ MachineModel defaultMachine(int nranks, int ranksPerNode) {
   return m;
 }
 
-MachineModel deviceMachine(int nranks, int ranksPerNode) {
-  MachineModel m = defaultMachine(nranks, ranksPerNode);
-  m.launchUs = kDeviceLaunchUs;
-  return m;
-}
-
 MachineModel hostMemoryMachine(int nranks, int ranksPerNode) {
   MachineModel m = defaultMachine(nranks, ranksPerNode);
   m.intraGbs = 12.0;
@@ -74,13 +68,14 @@ double pathLatencyUs(PathType type) {
 MachineModel jobMachine(const JobTopology& job, MemorySide side) {
   const int ranksPerNode = job.hosts() > 1 ? job.ranksPerHost : 0;
   MachineModel m = side == MemorySide::Host ? hostMemoryMachine(job.nranks, ranksPerNode)
-                                            : deviceMachine(job.nranks, ranksPerNode);
+                                            : defaultMachine(job.nranks, ranksPerNode);
   if (side == MemorySide::Host) {
     if (job.copyGbs > 0) m.copyGbs = m.intraGbs = job.copyGbs;
   } else {
     if (job.ringGbs > 0) m.intraGbs = job.ringGbs;
     m.intraLatencyUs = pathLatencyUs(job.worstPath);
     m.netLatencyUs = pathLatencyUs(PathType::Net);
+    m.launchUs = kDeviceLaunchUs;
   }
   if (job.hosts() > 1) {
     m.nicsPerNode = std::max(1, job.nicsPerHost);

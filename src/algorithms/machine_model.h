@@ -50,10 +50,6 @@ struct MachineModel {
 // Configured defaults for nranks ranks, ranksPerNode per node (0: unknown, one node).
 MachineModel defaultMachine(int nranks, int ranksPerNode);
 
-// Device memory over a GPU fabric, without a topology: defaultMachine's shape, and a kernel launch
-// (launchUs) per operation.
-MachineModel deviceMachine(int nranks, int ranksPerNode);
-
 // Host memory over the shm/socket transports, as the core runs it: every step's bytes are copied by
 // the CPU (copyGbs), so algorithms that move more bytes per rank (one-shot, tree) lose earlier than on
 // a GPU fabric. Values measured with loom-perf and LOOM_TRACE_FILE on a 2-core x86-64 VM (256 KiB

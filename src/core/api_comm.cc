@@ -15,9 +15,11 @@ using namespace loom;
 
 namespace loom {
 
-// Calls still leaving (a released operation recording its error) finish before the memory goes.
+// Calls still leaving (a released operation recording its error) finish before the parts stop and the
+// memory goes.
 void destroyComm(loomComm_t comm) {
   waitForCommCalls(comm);
+  comm->shutdown();
   delete comm;
 }
 

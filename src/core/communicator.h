@@ -129,9 +129,9 @@ struct loomComm {
   //   4. tracer: writes the trace file of what ran;
   //   5. transports: connections first, then the network provider under them (TransportSet::close);
   //   6. bootstrap: last, the other parts may exchange through it until they are gone.
-  // Everything else is plain data. Destroy and abort call it once no other call runs on the
-  // communicator; the destructor calls it again for a communicator whose init failed (a second call
-  // finds nothing left to stop).
+  // Everything else is plain data. Destroy and abort call it (destroyComm) once no other call runs on
+  // the communicator; the destructor calls it only to stop what a failed init left (after destroyComm
+  // it finds nothing left to stop).
   void shutdown();
   ~loomComm() { shutdown(); }
 };

@@ -63,8 +63,9 @@ Status hostGraph(std::shared_ptr<const SystemGraph>* out) {
 // This rank's place, from the graph, its host's ranks and its CUDA device.
 Status placeThisRank(loomComm* comm, const SystemGraph& graph, RankPlacement* out) {
   const std::vector<RankInfo>& table = comm->bootstrap->table();
+  const ProcessIdentity& me = table[static_cast<size_t>(comm->rank)].process;
   PlacementInputs in;
-  for (int r = 0; r < comm->rank; ++r) in.localIndex += table[static_cast<size_t>(r)].process.sameHost(table[static_cast<size_t>(comm->rank)].process);
+  for (int r = 0; r < comm->rank; ++r) in.localIndex += table[static_cast<size_t>(r)].process.sameHost(me);
   // A device list named the device; otherwise the device this thread already works on, if any.
   if (comm->cudaDevice < 0) comm->cudaDevice = device::activeDevice();
   in.cudaDevice = comm->cudaDevice;
@@ -72,7 +73,7 @@ Status placeThisRank(loomComm* comm, const SystemGraph& graph, RankPlacement* ou
   LOOM_TRY(parseTopoGpu(&in.gpuOverride));
   in.cpuList = affinityCpuList();
   LOOM_TRY(placeRank(graph, in, out));
-  out->hostHash = table[static_cast<size_t>(comm->rank)].process.hostHash;
+  out->hostHash = me.hostHash;
   Calibration calibration;
   LOOM_TRY(processCalibration(&calibration));
   out->copyGbs = static_cast<float>(calibration.copyGbs);

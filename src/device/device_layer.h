@@ -106,8 +106,6 @@ Status exportDmabuf(const void* p, size_t bytes, DmabufRange* out);
 
 // ---- One communicator's device state ------------------------------------------------------------------
 
-// A rank's process: base/process_identity.h, as the ranks tell each other at init.
-using loom::ProcessIdentity;
 
 // ---- Network lanes: plan kernels with peers on other hosts -------------------------------------------
 

@@ -21,8 +21,8 @@ bool totalOfBlocks(Collective coll) {
 // The latency per hop of a modelled machine without a topology: loom-sim's long-standing default.
 constexpr double kNoTopologyLatencyUs = 2.0;
 
-}  // namespace
-
+// nccl-tests' bus bandwidth factor: 2(n-1)/n for AllReduce, (n-1)/n for AllGather, ReduceScatter,
+// AlltoAll, Gather and Scatter, 1 for Broadcast and Reduce.
 double busFactor(Collective coll, int nranks) {
   const double n = nranks;
   switch (coll) {
@@ -35,6 +35,8 @@ double busFactor(Collective coll, int nranks) {
     default: return 1;
   }
 }
+
+}  // namespace
 
 Status JobModel::create(const JobModelOptions& o, std::unique_ptr<JobModel>* out) {
   if (o.world < 1) return invalidArgument("model: world {} must be at least 1", o.world);
@@ -163,6 +165,7 @@ Status JobModel::predict(const CollectiveQuery& q, Prediction* out) {
   *out = Prediction();
   const uint64_t unit = q.elemBytes * (totalOfBlocks(q.coll) ? static_cast<uint64_t>(n) : 1);
   out->count = q.bytes / unit;
+  out->bytes = out->count * unit;
   if (n == 1 || out->count == 0) return Status::Ok();
   TuneRequest req;
   req.coll = q.coll;
@@ -181,8 +184,7 @@ Status JobModel::predict(const CollectiveQuery& q, Prediction* out) {
   out->algorithm = algorithmName(choice.algorithm);
   out->channels = choice.nchannels;
   out->chunkBytes = choice.chunkElems * q.elemBytes;
-  const uint64_t bytes = out->count * unit;
-  out->algbwGbs = out->timeUs > 0 ? static_cast<double>(bytes) / (out->timeUs * 1e3) : 0;  // GB/s, time in us
+  out->algbwGbs = out->timeUs > 0 ? static_cast<double>(out->bytes) / (out->timeUs * 1e3) : 0;  // GB/s, us
   out->busbwGbs = out->algbwGbs * busFactor(q.coll, n);
   out->note = choice.note;
   return Status::Ok();

@@ -3,13 +3,13 @@
 // alone). The one assembly of "ranks -> job topology -> machine model -> tuner" outside a live
 // communicator: modelJob (topology/job_topology.h) runs the steps a communicator's init runs without
 // the exchanges, each member placed on the GPU its job rank stands for; then the machine from
-// jobMachine, and the choice and time from the tuner's simulated plans. include/loom_model.h is its C API (loom-sim and the Python planner use it).
+// jobMachine, and the choice and time from the tuner's simulated plans. include/loom_model.h is its C
+// API (loom-sim and the Python planner use it).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -56,13 +56,10 @@ struct Prediction {
   int channels = 0;
   uint64_t chunkBytes = 0;
   uint64_t count = 0;  // elements per rank as the API counts them
+  uint64_t bytes = 0;  // the query's size in whole elements (count x element size, x ranks for blocks)
   double algbwGbs = 0, busbwGbs = 0;
   std::string note;    // a forced choice the tuner could not honour
 };
-
-// nccl-tests' bus bandwidth factor: 2(n-1)/n for AllReduce, (n-1)/n for AllGather, ReduceScatter,
-// AlltoAll, Gather and Scatter, 1 for Broadcast and Reduce.
-double busFactor(Collective coll, int nranks);
 
 class JobModel {
  public:
@@ -79,7 +76,6 @@ class JobModel {
   int ranksPerNode() const { return ranksPerNode_; }
   bool device() const { return device_; }
   int maxChannels() const { return maxChannels_; }
-  uint64_t slotBytes() const { return slotBytes_; }
   const std::string& source() const { return source_; }
 
  private:

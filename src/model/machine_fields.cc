@@ -34,13 +34,14 @@ const Field* find(const std::string& name) {
   return nullptr;
 }
 
-}  // namespace
-
+// The names, for messages: "intra_gbs, latency_us, ...".
 std::string machineFieldNames() {
   std::string names;
   for (const Field& f : fields()) names += (names.empty() ? "" : ", ") + std::string(f.name);
   return names;
 }
+
+}  // namespace
 
 Status checkMachineFields(const MachineFields& given) {
   for (const auto& [name, value] : given) {

@@ -22,7 +22,4 @@ Status checkMachineFields(const MachineFields& fields);
 // Sets the fields on a machine. latency_us also sets net_latency_us unless that is given.
 void applyMachineFields(const MachineFields& fields, MachineModel* machine);
 
-// The names, for messages: "intra_gbs, latency_us, ...".
-std::string machineFieldNames();
-
 }  // namespace loom::model

@@ -130,6 +130,7 @@ loomResult_t loomModelPredict(loomModel_t model, const loomModelRequest_t* reque
     prediction->channels = p.channels;
     prediction->chunkBytes = p.chunkBytes;
     prediction->count = p.count;
+    prediction->bytes = p.bytes;
     prediction->algbwGbs = p.algbwGbs;
     prediction->busbwGbs = p.busbwGbs;
     copyText(p.note, prediction->note, sizeof(prediction->note));

@@ -217,11 +217,13 @@ Status modelJob(const SystemGraph& host, const std::vector<std::vector<int>>& ho
   std::vector<RankPlacement> placements;
   for (size_t h = 0; h < hostSlots.size(); ++h) {
     if (hostSlots[h].empty()) return invalidArgument("modelJob: host {} has no rank", h);
+    std::vector<int> gpus;  // the GPU each of the host's ranks stands for (none in a graph without GPUs)
+    if (host.gpuCount() > 0)
+      for (int slot : hostSlots[h]) gpus.push_back(slot % host.gpuCount());
     for (size_t i = 0; i < hostSlots[h].size(); ++i) {
       PlacementInputs in;
       in.localIndex = static_cast<int>(i);
-      if (host.gpuCount() > 0)
-        for (int slot : hostSlots[h]) in.gpuOverride.push_back(slot % host.gpuCount());
+      in.gpuOverride = gpus;
       RankPlacement placed;
       LOOM_TRY(placeRank(host, in, &placed));
       placed.hostHash = static_cast<uint64_t>(h) + 1;

@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   loomModel_t model = nullptr;
   if (loomModelCreate(&config, &model) != loomSuccess) return fail(loomGetLastError(nullptr));
   loomModelMachine_t machine;
-  std::vector<loom::sim_tool::SweepRow> rows;
+  std::vector<loomModelPrediction_t> rows;
   std::string error;
   const bool ok = loomModelGetMachine(model, nullptr, 0, 1, &machine) == loomSuccess &&
                   loom::sim_tool::runSweep(model, options, &rows, &error);

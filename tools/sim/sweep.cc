@@ -9,12 +9,6 @@
 namespace loom::sim_tool {
 namespace {
 
-// nccl-tests' size counts every rank's block for these.
-bool totalOfBlocks(loomModelCollective_t coll) {
-  return coll == loomModelAllGather || coll == loomModelReduceScatter || coll == loomModelAlltoAll ||
-         coll == loomModelGather || coll == loomModelScatter;
-}
-
 std::vector<uint64_t> sweepSizes(const SweepOptions& o) {
   std::vector<uint64_t> sizes;
   for (uint64_t b = std::max<uint64_t>(o.minBytes, 1); b <= o.maxBytes;) {
@@ -68,14 +62,9 @@ bool parseBytes(const std::string& text, uint64_t* bytes) {
   return true;
 }
 
-bool runSweep(loomModel_t model, const SweepOptions& o, std::vector<SweepRow>* rows, std::string* error) {
+bool runSweep(loomModel_t model, const SweepOptions& o, std::vector<loomModelPrediction_t>* rows,
+              std::string* error) {
   rows->clear();
-  int world = 1;
-  if (loomModelWorld(model, &world, nullptr) != loomSuccess) {
-    *error = loomGetLastError(nullptr);
-    return false;
-  }
-  const uint64_t unit = static_cast<uint64_t>(o.elemSize) * (totalOfBlocks(o.coll) ? static_cast<uint64_t>(world) : 1);
   for (uint64_t size : sweepSizes(o)) {
     loomModelRequest_t req = LOOM_MODEL_REQUEST_INITIALIZER;
     req.collective = o.coll;
@@ -84,20 +73,19 @@ bool runSweep(loomModel_t model, const SweepOptions& o, std::vector<SweepRow>* r
     req.algorithm = o.algorithm.empty() ? nullptr : o.algorithm.c_str();
     req.channels = o.channels;
     req.chunkBytes = o.chunkBytes;
-    SweepRow row;
-    if (loomModelPredict(model, &req, &row.prediction) != loomSuccess) {
+    loomModelPrediction_t row;
+    if (loomModelPredict(model, &req, &row) != loomSuccess) {
       *error = fmt::format("{} bytes: {}", size, loomGetLastError(nullptr));
       return false;
     }
-    if (row.prediction.count == 0) continue;  // smaller than one element per rank, as nccl-tests skips it
-    row.bytes = row.prediction.count * unit;  // whole elements, of every rank's block where nccl-tests counts them
+    if (row.count == 0) continue;  // smaller than one element per rank, as nccl-tests skips it
     rows->push_back(row);
   }
   return true;
 }
 
 std::string renderTable(const loomModelMachine_t& m, const std::string& collName, size_t slotBytes,
-                        const std::vector<SweepRow>& rows) {
+                        const std::vector<loomModelPrediction_t>& rows) {
   std::string out = fmt::format(
       "# loom-sim {}: {} ranks, {} per node; intra {:g} GB/s {:g} us; {} NIC(s)/node {:g} GB/s {:g} us; "
       "step {:g} us; launch {:g} us; {} FIFO slots of {} B; up to {} channels\n",
@@ -108,9 +96,8 @@ std::string renderTable(const loomModelMachine_t& m, const std::string& collName
   out += fmt::format("#{:>14} {:>14} {:>9} {:>8} {:>10} {:>14} {:>11} {:>11}\n", "(B)", "(elements)", "", "", "(B)",
                      "(us)", "(GB/s)", "(GB/s)");
   std::string notes;
-  for (const SweepRow& r : rows) {
-    const loomModelPrediction_t& p = r.prediction;
-    out += fmt::format(" {:>14} {:>14} {:>9} {:>8} {:>10} {:>14.2f} {:>11.2f} {:>11.2f}\n", r.bytes, p.count,
+  for (const loomModelPrediction_t& p : rows) {
+    out += fmt::format(" {:>14} {:>14} {:>9} {:>8} {:>10} {:>14.2f} {:>11.2f} {:>11.2f}\n", p.bytes, p.count,
                        p.algorithm, p.channels, p.chunkBytes, p.timeUs, p.algbwGbs, p.busbwGbs);
     const std::string note = p.note;
     if (!note.empty() && notes.find(note) == std::string::npos) notes += "# note: " + note + "\n";
@@ -118,11 +105,10 @@ std::string renderTable(const loomModelMachine_t& m, const std::string& collName
   return out + notes;
 }
 
-nlohmann::json renderJson(const std::vector<SweepRow>& rows) {
+nlohmann::json renderJson(const std::vector<loomModelPrediction_t>& rows) {
   nlohmann::json list = nlohmann::json::array();
-  for (const SweepRow& r : rows) {
-    const loomModelPrediction_t& p = r.prediction;
-    list.push_back({{"bytes", r.bytes},
+  for (const loomModelPrediction_t& p : rows) {
+    list.push_back({{"bytes", p.bytes},
                     {"algorithm", p.algorithm},
                     {"channels", p.channels},
                     {"chunk_bytes", p.chunkBytes},

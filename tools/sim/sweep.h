@@ -23,22 +23,19 @@ struct SweepOptions {
   int channels = 0;
 };
 
-struct SweepRow {
-  uint64_t bytes = 0;  // nccl-tests' size: the larger of the send and receive buffers
-  loomModelPrediction_t prediction{};
-};
-
 // "all_reduce", "allreduce", "broadcast", ... (nccl-tests' binary names, with or without underscores).
 bool parseCollective(const std::string& name, loomModelCollective_t* coll);
 // 8, 64K, 1M, 4G (powers of 1024), optionally followed by B.
 bool parseBytes(const std::string& text, uint64_t* bytes);
 
-// Fails with the model's error text.
-bool runSweep(loomModel_t model, const SweepOptions& options, std::vector<SweepRow>* rows, std::string* error);
+// One prediction per size (its `bytes`: nccl-tests' size in whole elements); fails with the model's
+// error text.
+bool runSweep(loomModel_t model, const SweepOptions& options, std::vector<loomModelPrediction_t>* rows,
+              std::string* error);
 
 std::string renderTable(const loomModelMachine_t& machine, const std::string& collName, size_t slotBytes,
-                        const std::vector<SweepRow>& rows);
+                        const std::vector<loomModelPrediction_t>& rows);
 // A list of {bytes, algorithm, channels, chunk_bytes, time_us, algbw_gbs, busbw_gbs}.
-nlohmann::json renderJson(const std::vector<SweepRow>& rows);
+nlohmann::json renderJson(const std::vector<loomModelPrediction_t>& rows);
 
 }  // namespace loom::sim_tool

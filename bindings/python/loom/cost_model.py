@@ -31,7 +31,7 @@ class _Request(ctypes.Structure):
 
 class _Prediction(ctypes.Structure):
     _fields_ = [("timeUs", ctypes.c_double), ("algorithm", ctypes.c_char * 16), ("channels", ctypes.c_int),
-                ("chunkBytes", ctypes.c_size_t), ("count", ctypes.c_size_t), ("algbwGbs", ctypes.c_double),
+                ("chunkBytes", ctypes.c_size_t), ("count", ctypes.c_size_t), ("bytes", ctypes.c_size_t), ("algbwGbs", ctypes.c_double),
                 ("busbwGbs", ctypes.c_double), ("note", ctypes.c_char * 160)]
 
 
