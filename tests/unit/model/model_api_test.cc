@@ -62,6 +62,11 @@ TEST(ModelApi, PredictionReportsTheChoice) {
   loomModelPrediction_t out;
   ASSERT_EQ(loomModelPredict(m.handle, &req, &out), loomSuccess);
   EXPECT_EQ(out.count, (8u << 20) / 4 / 8);  // nccl-tests' size: every rank's block
+  EXPECT_EQ(out.bytes, 8u << 20);
+  req.bytes = (8u << 20) + 31;  // not a whole element of every rank's block: the size rounds down
+  ASSERT_EQ(loomModelPredict(m.handle, &req, &out), loomSuccess);
+  EXPECT_EQ(out.bytes, 8u << 20);
+  req.bytes = 8u << 20;
   EXPECT_GT(out.channels, 0);
   EXPECT_NEAR(out.busbwGbs, out.algbwGbs * 7 / 8, 1e-9);
   EXPECT_STRNE(out.algorithm, "none");
