@@ -4,18 +4,23 @@
 # torch, meson and ninja, but reaches no registry), in .gpu-kit (ignored by git, carried with the tree):
 #   root/, env.sh   the dev packages Loom builds against, extracted, with relocatable pkg-config files,
 #                   and env.sh, which points a build (and the linker, LIBRARY_PATH) at them;
-#   prebuilt.tar.xz the CUDA binaries, built here from the kit alone and stripped: libloom.so (which the
-#                   torch extension links), loom-perf, the GPU tests and the
-#                   copy-bandwidth tool, with prebuilt.SOURCE, the hash of the source they were built from
+#   prebuilt.tar.xz the CUDA binaries, stripped: libloom.so (which the torch extension links), loom-perf,
+#                   the GPU tests and the copy-bandwidth tool, taken from the ordinary build (build/, or
+#                   LOOM_KIT_BUILD_DIR: the same Debian packages as the kit's, so the same binaries), with
+#                   prebuilt.SOURCE, the hash of the source they were built from
 #                   (scripts/gpu-source-hash.sh); scripts/gpu-run.sh unpacks them into prebuilt/
 #                   (scripts/gpu-unpack-kit.sh) and uses them when the hash matches.
 # So the GPU machine compiles nothing but the torch extension, against its own torch.
 #
-#   bash scripts/gpu-kit.sh            gather (again) and build the binaries, into .gpu-kit
+#   bash scripts/gpu-kit.sh            gather (again) and pack the binaries, into .gpu-kit; the build's
+#                                      kernels must be compiled for every GPU of a release (-Dgpu_arch=all)
 #   bash scripts/gpu-kit.sh --check    and prove it, in a mount namespace where the system's copies of the
-#                                      packages are hidden: the binaries' host-visible tests run, and the
+#                                      packages are hidden: Loom configures against the kit alone and
+#                                      compiles, for each of the kit's packages, a source that includes
+#                                      its headers (what a build from source on the GPU machine needs);
+#                                      the binaries' host-visible tests run on the kit's libraries; the
 #                                      torch extension builds against the kit (needs torch here); the
-#                                      kit stays under 40 MiB
+#                                      kit stays under 40 MiB. Any -Dgpu_arch will do (CI's build).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -68,12 +73,63 @@ EOF
 
 # The binaries scripts/gpu-run.sh runs on the GPU machine (and what the torch extension links), as
 # paths in a build folder; they keep that layout in prebuilt/, where their $ORIGIN run paths still hold.
-prebuilt_targets=(libloom.so tools/perf/loom-perf tests/unit/device/test_device_rules
-                  tests/gpu/gpu_host_only tests/gpu/gpu_kernels_device tests/gpu/gpu_dmabuf_device
-                  tests/gpu/gpu_collectives_plans tests/gpu/gpu_collectives_threads
-                  tests/gpu/gpu_collectives_processes tests/gpu/gpu_collectives_hosts tests/gpu/loom-gpu-copy-bw
-                  src/compat/libnccl.so.2.30.0)
+prebuilt_targets=(libloom.so tools/perf/loom-perf tests/unit/device/test_device_rules tests/gpu/test_gpu
+                  tests/gpu/loom-gpu-copy-bw src/compat/libnccl.so.2.30.0)
 kit_limit_mib=40
+build="${LOOM_KIT_BUILD_DIR:-build}"
+# Where each of the kit's packages puts its headers (what a source that uses it includes).
+declare -A package_headers=([hwloc]=/usr/include/hwloc.h [fmt]=/usr/include/fmt/ [nlohmann_json]=/usr/include/nlohmann/
+                            [pugixml]=/usr/include/pugixml.hpp [CLI11]=/usr/include/CLI/ [gtest]=/usr/include/gtest/)
+
+# The ordinary build's binaries, brought up to date (ninja: nothing to do after the tests ran them),
+# stripped and packed.
+pack() {
+  local check=$1
+  [ -f "$build/build.ninja" ] || { echo "gpu-kit: no build in $build (bash scripts/build.sh makes it)" >&2; return 1; }
+  if ! ninja -C "$build" -t targets all | grep -q '^src/kernels/cuda/plan_kernel.o:'; then
+    echo "gpu-kit: $build was configured without CUDA (nvcc and libcudart_static were not found)" >&2
+    return 1
+  fi
+  local arch
+  arch="$(meson introspect "$build" --buildoptions | python3 -c 'import json, sys
+print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "gpu_arch"))')"
+  if [ "$check" = 0 ] && [ "$arch" != all ]; then
+    echo "gpu-kit: $build compiles the kernels for gpu_arch=$arch; a kit carries them for every GPU of a release:" >&2
+    echo "  meson configure $build -Dgpu_arch=all   (then run this again: only the kernels are recompiled)" >&2
+    return 1
+  fi
+  ninja -C "$build" "${prebuilt_targets[@]}" >"$kit/build.log" 2>&1 || { tail -30 "$kit/build.log"; return 1; }
+  local out="$kit/prebuilt" t
+  rm -rf "$out"
+  for t in "${prebuilt_targets[@]}"; do
+    mkdir -p "$out/$(dirname "$t")"
+    cp "$build/$t" "$out/$t"
+    strip --strip-unneeded "$out/$t"
+  done
+  bash scripts/gpu-source-hash.sh >"$out/SOURCE"
+  cp "$out/SOURCE" "$kit/prebuilt.SOURCE"
+  # One xz stream: the GPU tests hold the library's kernels as libloom.so does, which it stores once.
+  tar -C "$kit" -cf - prebuilt | xz -9 -T1 >"$kit/prebuilt.tar.xz"
+  echo "gpu-kit: ${#prebuilt_targets[@]} binaries of $build (gpu_arch=$arch) packed ($(du -sh "$out" | cut -f1), $(du -sh "$kit/prebuilt.tar.xz" | cut -f1) packed), source $(cut -c1-12 "$out/SOURCE")"
+  rm -rf "$out"
+}
+
+# For each of the kit's packages with headers, the object of $build that includes them with the fewest
+# other headers (the quickest to compile), from ninja's record of each object's headers.
+objects_using_the_kit() {
+  ninja -C "$build" -t deps | awk -v spec="$(for p in "${!package_headers[@]}"; do printf '%s=%s ' "$p" "${package_headers[$p]}"; done)" '
+    BEGIN { n = split(spec, items, " "); for (i = 1; i <= n; i++) { split(items[i], kv, "="); where[kv[1]] = kv[2] } }
+    /^[^ ].*: #deps/ { object = $1; sub(/:$/, "", object); count[object] = $3 + 0; next }
+    /^    / { for (p in where) if (index($1, where[p]) == 1) uses[p, object] = 1 }
+    END {
+      for (p in where) {
+        best = ""
+        for (key in uses) { split(key, k, SUBSEP); if (k[1] == p && (best == "" || count[k[2]] < count[best])) best = k[2] }
+        if (best == "") { print "gpu-kit: no object of the build includes " p "'"'"'s headers (build its tests: ninja -C the build)" > "/dev/stderr"; exit 1 }
+        print best
+      }
+    }' | sort -u
+}
 
 # The system's copies of the kit's packages (and every other pkg-config file) are hidden by mounting
 # empty files and folders over them, in a private mount namespace, so the build can only use the kit.
@@ -103,44 +159,27 @@ hide_system_packages() {
   fi
 }
 
-# In the namespace: Loom built from the kit alone, its GPU binaries stripped into prebuilt/; with
-# --check, their host-visible tests and the torch extension.
-build_inside() {
-  local check=$1
+# In the namespace: Loom configured and its sources that use each package compiled from the kit alone;
+# the packed binaries run on the kit's libraries; the torch extension built against the kit.
+check_inside() {
+  local objects
+  objects="$(objects_using_the_kit)" || return 1
   hide_system_packages
   # shellcheck disable=SC1091
   source "$kit/env.sh"
-  local build=build-gpu-kit
-  if [ ! -f "$build/build.ninja" ]; then
-    rm -rf "$build"
-    meson setup "$build" --buildtype=release -Dcuda=enabled >"$kit/build-setup.log" 2>&1 ||
-      { tail -30 "$kit/build-setup.log"; return 1; }
-    grep -iE 'Run-time dependency (hwloc|fmt|nlohmann_json|pugixml|CLI11|gtest).*(YES|NO)' "$kit/build-setup.log"
-  fi
-  ninja -C "$build" "${prebuilt_targets[@]}" >"$kit/build.log" 2>&1 || { tail -30 "$kit/build.log"; return 1; }
-  local out="$kit/prebuilt" t
-  rm -rf "$out"
-  for t in "${prebuilt_targets[@]}"; do
-    mkdir -p "$out/$(dirname "$t")"
-    case "$t" in
-      *.a)  # meson's archives are thin (they name the build's object files): made whole to travel
-        (cd "$build/$(dirname "$t")" && ar t "$(basename "$t")" | xargs ar rcs "$out/$t")
-        strip --strip-debug "$out/$t" ;;
-      *) cp "$build/$t" "$out/$t"
-         strip --strip-unneeded "$out/$t" ;;
-    esac
-  done
-  bash scripts/gpu-source-hash.sh >"$out/SOURCE"
-  # One xz stream: the GPU tests each hold the library's kernels, which it stores once (~50 MiB -> ~4).
-  cp "$out/SOURCE" "$kit/prebuilt.SOURCE"
-  tar -C "$kit" -cf - prebuilt | xz -9 -T1 >"$kit/prebuilt.tar.xz"
-  echo "gpu-kit: ${#prebuilt_targets[@]} binaries prebuilt ($(du -sh "$out" | cut -f1), $(du -sh "$kit/prebuilt.tar.xz" | cut -f1) packed), source $(cut -c1-12 "$out/SOURCE")"
-  rm -rf "$out"
-  [ "$check" = 1 ] || return 0
+  local kit_build=build-gpu-kit
+  rm -rf "$kit_build"
+  meson setup "$kit_build" --buildtype=release -Dcuda=enabled >"$kit/build-setup.log" 2>&1 ||
+    { tail -30 "$kit/build-setup.log"; return 1; }
+  grep -iE 'Run-time dependency (hwloc|fmt|nlohmann_json|pugixml|CLI11|gtest).*(YES|NO)' "$kit/build-setup.log"
+  # shellcheck disable=SC2086
+  ninja -C "$kit_build" $objects >"$kit/build.log" 2>&1 || { tail -30 "$kit/build.log"; return 1; }
+  echo "gpu-kit --check: compiled from the kit alone:" $objects
+  rm -rf "$kit_build"
 
   # Unpacked as scripts/gpu-run.sh unpacks it on the GPU machine.
   bash scripts/gpu-unpack-kit.sh || return 1
-
+  local out="$kit/prebuilt"
   # The binaries as the GPU machine will run them: from prebuilt/, the libraries from the kit.
   ldd "$out/libloom.so" | grep -E 'hwloc|fmt|pugixml'
   if ldd "$out/libloom.so" "$out/tools/perf/loom-perf" | grep -q 'not found'; then
@@ -148,7 +187,7 @@ build_inside() {
     return 1
   fi
   "$out/tests/unit/device/test_device_rules" --gtest_brief=1
-  "$out/tests/gpu/gpu_host_only" --gtest_brief=1
+  "$out/tests/gpu/test_gpu" --gtest_brief=1 --gtest_filter='HostOnly.*:WithGpu.*'
   "$out/tools/perf/loom-perf" --help >/dev/null
   # The Python package against the kit's prebuilt library, as scripts/gpu-run.sh's torch step makes it
   # there (scripts/package-prebuilt.sh), in a build folder of its own.
@@ -156,16 +195,15 @@ build_inside() {
     echo "gpu-kit --check: no torch here (scripts/install-python.sh installs it): the extension is not checked" >&2
     return 1
   fi
-  local ext site
-  ext="$(mktemp -d)"
-  site="$(bash scripts/package-prebuilt.sh "$out" "$ext/build" 2>"$kit/torch-build.log" | tail -n 1)" ||
-    { tail -30 "$kit/torch-build.log"; rm -rf "$ext"; return 1; }
+  # (In build-torch/, scripts/gpu-run.sh's folder for it: its dry run then relinks, not recompiles.)
+  local site
+  site="$(bash scripts/package-prebuilt.sh "$out" "$root/build-torch" 2>"$kit/torch-build.log" | tail -n 1)" ||
+    { tail -30 "$kit/torch-build.log"; return 1; }
   ldd "$site"/loom/_C*.so | grep -E 'libloom|hwloc'
   (cd / && PYTHONPATH="$site" python3 -c 'import torch, loom._C, loom.torch, loom.capi
 assert loom.capi.lib._name.startswith("'"$site"'"), loom.capi.lib._name
-print("gpu-kit --check: the torch extension loads, with the prebuilt libloom beside it")') ||
-    { rm -rf "$ext"; return 1; }
-  rm -rf "$ext" "$out"  # what travels is the packed copy
+print("gpu-kit --check: the torch extension loads, with the prebuilt libloom beside it")') || return 1
+  rm -rf "$out"  # what travels is the packed copy
 }
 
 kit_size_ok() {
@@ -178,15 +216,16 @@ kit_size_ok() {
 case "${1:-}" in
   "")
     gather
-    unshare --mount --propagation private bash "$0" --build-inside 0
+    pack 0
     kit_size_ok
     ;;
   --check)
     gather
-    unshare --mount --propagation private bash "$0" --build-inside 1
+    pack 1
+    unshare --mount --propagation private bash "$0" --check-inside
     kit_size_ok
-    echo "gpu-kit --check: Loom built from the kit alone, its host-visible tests ran, the torch extension built"
+    echo "gpu-kit --check: Loom configured and compiled from the kit alone, its binaries ran on it, the torch extension built"
     ;;
-  --build-inside) build_inside "$2" ;;
+  --check-inside) check_inside ;;
   *) echo "usage: scripts/gpu-kit.sh [--check]" >&2; exit 2 ;;
 esac

@@ -57,16 +57,11 @@ if [ "$dry" = 1 ]; then
   # FakeCuda: the CUDA runtime and kernels on host threads (tests/fakecuda); the ordinary build has its
   # variants of the GPU binaries.
   bin="${LOOM_BUILD_DIR:-$root/build}"
-  declare -A binary=([host_only]=tests/gpu/fakecuda_host_only [kernels]=tests/gpu/fakecuda_kernels
-                     [plans]=tests/gpu/fakecuda_collectives_plans [threads]=tests/gpu/fakecuda_collectives_threads
-                     [processes]=tests/gpu/fakecuda_collectives_processes [hosts]=tests/gpu/fakecuda_collectives_hosts
-                     [perf]=tests/gpu/loom-perf-fakecuda [copy]=tests/gpu/loom-gpu-copy-bw-fakecuda)
+  declare -A binary=([tests]=tests/gpu/test_fakecuda [perf]=tests/gpu/loom-perf-fakecuda
+                     [copy]=tests/gpu/loom-gpu-copy-bw-fakecuda)
   mode="dry run against FakeCuda, binaries of $bin"
 else
-  declare -A binary=([host_only]=tests/gpu/gpu_host_only [kernels]=tests/gpu/gpu_kernels_device
-                     [plans]=tests/gpu/gpu_collectives_plans [threads]=tests/gpu/gpu_collectives_threads
-                     [processes]=tests/gpu/gpu_collectives_processes [hosts]=tests/gpu/gpu_collectives_hosts
-                     [perf]=tools/perf/loom-perf [copy]=tests/gpu/loom-gpu-copy-bw)
+  declare -A binary=([tests]=tests/gpu/test_gpu [perf]=tools/perf/loom-perf [copy]=tests/gpu/loom-gpu-copy-bw)
   if [ ! -f .gpu-kit/env.sh ]; then
     note "gpu-run: no .gpu-kit here: run scripts/gpu-kit.sh on a machine with Debian's registry and carry .gpu-kit"
     exit 2
@@ -112,11 +107,11 @@ for step in "${steps[@]}"; do
     probe) step_probe ;;
     smoke)
       ensure_binaries || continue
-      gtest_item smoke-host-only 15 60 20 "$bin/${binary[host_only]}" '*'
-      gtest_item smoke-kernels 20 90 20 "$bin/${binary[kernels]}" '*'
+      gtest_item smoke-host-only 15 60 20 "$bin/${binary[tests]}" 'HostOnly.*:WithGpu.*'
+      gtest_item smoke-kernels 20 90 20 "$bin/${binary[tests]}" 'DeviceKernels.*'
       # One 2-rank collective as plan kernels: if this cannot pass, the suite would only time out.
-      gtest_item smoke-collective 15 60 15 "$bin/${binary[plans]}" 'Ranks/DeviceCollectives.AllReduce/n2' \
-        LOOM_DEVICE_PLANS=require
+      gtest_item smoke-collective 15 60 15 "$bin/${binary[tests]}" 'Ranks/DeviceCollectives.AllReduce/n2' \
+        LOOM_TEST_GPU_MODE=plans LOOM_DEVICE_PLANS=require
       ;;
     plans)
       ensure_binaries || continue
@@ -124,16 +119,16 @@ for step in "${steps[@]}"; do
         item_skip plans "the 2-rank collective (smoke-collective) did not pass"
         continue
       fi
-      gtest_suite plans "$bin/${binary[plans]}" 'DeviceCollectives' LOOM_DEVICE_PLANS=require
+      gtest_suite plans "$bin/${binary[tests]}" 'DeviceCollectives' LOOM_TEST_GPU_MODE=plans LOOM_DEVICE_PLANS=require
       ;;
     staged)
       ensure_binaries || continue
-      gtest_suite staged-threads "$bin/${binary[threads]}" 'DeviceCollectives'
-      gtest_suite staged-processes "$bin/${binary[processes]}" 'DeviceCollectives'
+      gtest_suite staged-threads "$bin/${binary[tests]}" 'DeviceCollectives' LOOM_TEST_GPU_MODE=threads
+      gtest_suite staged-processes "$bin/${binary[tests]}" 'DeviceCollectives' LOOM_TEST_GPU_MODE=processes
       ;;
     hosts)
       ensure_binaries || continue
-      gtest_suite hosts "$bin/${binary[hosts]}" 'DeviceCollectives' LOOM_DEVICE_PLANS=require
+      gtest_suite hosts "$bin/${binary[tests]}" 'DeviceCollectives' LOOM_TEST_GPU_MODE=hosts LOOM_DEVICE_PLANS=require
       ;;
     copy)
       ensure_binaries || continue

@@ -3,7 +3,8 @@
 # Python), first installing what that and the Python tests need where it is missing: the build's system
 # packages (scripts/install-deps.sh), pip and Python's headers, meson-python, torch from PyPI, numpy,
 # pytest, expecttest (torch's own distributed test suite), tqdm and matplotlib (the training example).
-# The build folder is kept (build-python/), so a reinstall recompiles only what changed.
+# The build folder is kept (build-python/), so a reinstall recompiles only what changed. Arguments go to
+# meson setup (scripts/test.sh passes -Dcuda=disabled where no GPU would run the package's CUDA part).
 #
 #   LOOM_PYTHON           interpreter to install for (default: python3)
 #   LOOM_TORCH_VERSION    torch to install when none is present (default: 2.15.0)
@@ -54,5 +55,7 @@ has packaging || "$py" -m pip install "${pip_args[@]}" packaging
 # A checkout installed before the package existed put itself on the path with a .pth file.
 rm -f "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/loom-collectives.pth"
 
-"$py" -m pip install "${pip_args[@]}" --no-build-isolation --no-deps -Cbuild-dir="$root/build-python" "$root"
+setup_args=()
+for arg in "$@"; do setup_args+=("-Csetup-args=$arg"); done
+"$py" -m pip install "${pip_args[@]}" --no-build-isolation --no-deps -Cbuild-dir="$root/build-python" "${setup_args[@]}" "$root"
 (cd / && "$py" -c 'import loom.torch, loom.capi; print("loom.torch ready:", loom.torch.__file__)')

@@ -17,6 +17,10 @@ if [ ! -f "$build/build.ninja" ]; then
   printf "[binaries]\npython = '%s'\n" "$(python3 -c 'import sys; print(sys.executable)')" >"$native"
   meson setup "$build" "$root" --native-file "$native" --buildtype=release -Dprebuilt_libloom="$prebuilt" \
     -Dcuda=disabled -Dtests=false >&2
+else
+  # The same folder against another copy of the library (the kit's check, then the dry run in CI):
+  # only the link and the installed copy change.
+  meson configure "$build" -Dprebuilt_libloom="$prebuilt" >&2
 fi
 ninja -C "$build" >&2
 stage="$(cd "$build" && pwd)/stage"

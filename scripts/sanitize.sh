@@ -6,7 +6,9 @@
 #               where the CUDA toolkit is (the build then has CUDA), over the CUDA plan interpreter's
 #               host emulation (its lanes are threads handing slots, direct posts and counters to each
 #               other as GPU blocks will) and the device layer on FakeCuda (tests/fakecuda: plan
-#               kernels and stream-ordered staging, 2 ranks; about 1 min).
+#               kernels and stream-ordered staging, 2 ranks; about 1 min). Those run in test_fakecuda,
+#               which holds no nvcc object; the host tests link the library's kernels, compiled for
+#               one GPU here (-Dgpu_arch=90: nothing runs them).
 # Both compile with -O1 -g1 (a third of the time of -O2 -g; line tables are enough for reports) and keep
 # assertions. Ends with "N passed, M failed, K skipped" over every run; a build that fails counts as one
 # failure. Logs: build-asan/meson-logs, build-tsan/meson-logs.
@@ -18,15 +20,16 @@ jobs="${LOOM_TEST_JOBS:-2}"
 
 # Left out of the ASan run: the exhaustive verifier sweep (Builders/Sweep: every builder x ranks 1..64,
 # 4 min under ASan); the other algorithms tests and every API test run the same builders.
-# The rank-count matrices (api_*_threads: 1..8 ranks) run 1, 2, 3, 5 and 8 ranks under ASan: the
-# counts between run the same code (the main run has them all), and the three took 6 of ASan's 14 min.
+# The rank-count matrices (api_*_threads) run 1, 2, 3, 5 and 8 ranks under ASan (LOOM_TEST_RANKS,
+# tests/api/launch_config.h): the counts between run the same code (the main run has 4 too), and the
+# three took 6 of ASan's 14 min.
 asan_matrices=(api_threads api_transports_threads api_socket_threads)
 # Left out of ASan: the communicator on fixture machines compared with loom-sim (api_topology*,
 # algorithms-tuning; 5 min of ASan's build and run with loom-sim): they run the communicator and
 # builders the API tests run, and `topology` keeps the fixture parsers under ASan.
-# Left out too: the process-rank twins of thread-rank API binaries (the same test file compiled again
-# with LOOM_API_PROCESSES, 2 min of ASan's build and run): api_processes keeps process ranks, and so
-# shared memory between processes, under ASan.
+# Left out too: the process-rank runs of the thread-rank API tests (the same cases with
+# LOOM_TEST_LAUNCH=processes, a minute of ASan's run): api_processes keeps process ranks, and so shared
+# memory between processes, under ASan.
 asan_skipped=(api_topology api_topology_processes algorithms-tuning
               api_socket_processes api_split_group_processes api_algorithms_processes api_errors_processes)
 ASAN_LEFT_OUT="^($(IFS='|'; echo "${asan_matrices[*]} ${asan_skipped[*]}" | tr ' ' '|'))\$"
@@ -34,7 +37,7 @@ export GTEST_FILTER='-Builders/Sweep.*'
 # Under TSan every API matrix is 6-9 min; core_* and these cover the threads that share a process:
 # async progress threads, abort from another thread, groups over several comms, each transport.
 tsan_tests=(core_async core_gates core_observability core_bootstrap_junk core_faults api_split_group api_errors net_providers)
-tsan_matrices=(api_threads api_transports_threads api_socket_threads)  # 3 ranks only
+tsan_matrices=(api_threads api_transports_threads api_socket_threads)  # 3 ranks only (LOOM_TEST_RANKS)
 
 export ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # UCX patches malloc and mmap to track memory (its registration cache); the patches collide with the
@@ -48,8 +51,8 @@ export HWLOC_COMPONENTS=-pci
 
 passed=0 failed=0 skipped=0
 setup() {  # setup DIR SANITIZERS [CUDA]; also brings an existing DIR to these options (CUDA: disabled)
-  local opts=(-Db_sanitize="$2" -Db_lundef=false -Dcuda="${3:-disabled}" -Doptimization=1 -Ddebug=false -Db_ndebug=false
-              -Dcpp_args=-g1 -Dc_args=-g1)
+  local opts=(-Db_sanitize="$2" -Db_lundef=false -Dcuda="${3:-disabled}" -Dgpu_arch=90 -Doptimization=1 -Ddebug=false
+              -Db_ndebug=false -Dcpp_args=-g1 -Dc_args=-g1)
   if [ -f "$1/build.ninja" ]; then meson configure "$1" "${opts[@]}" >/dev/null
   else meson setup "$1" "${opts[@]}" >/dev/null; fi
 }
@@ -75,7 +78,9 @@ mapfile -t asan_tests < <(meson test -C build-asan --no-rebuild --list --suite a
 if build build-asan "${asan_tests[@]}" "${asan_matrices[@]}"; then
   echo "asan build: ${SECONDS}s"
   run_tests build-asan "${asan_tests[@]}"
-  run_tests build-asan "${asan_matrices[@]}" --test-args=--gtest_filter='*/n1:*/n2:*/n3:*/n5:*/n8'
+  export LOOM_TEST_RANKS=1,2,3,5,8
+  run_tests build-asan "${asan_matrices[@]}"
+  unset LOOM_TEST_RANKS
 fi
 echo "asan: ${SECONDS}s"
 
@@ -93,11 +98,16 @@ fi
 if build build-tsan "${tsan_tests[@]}" "${tsan_matrices[@]}" "${tsan_cuda_tests[@]}"; then
   echo "tsan build: ${SECONDS}s"
   run_tests build-tsan "${tsan_tests[@]}"
-  run_tests build-tsan "${tsan_matrices[@]}" --test-args=--gtest_filter='*/n3'
+  export LOOM_TEST_RANKS=3
+  run_tests build-tsan "${tsan_matrices[@]}"
+  unset LOOM_TEST_RANKS
   if ((${#tsan_cuda_tests[@]})); then
     # The matrix of whole collectives (3.5 min under TSan) runs the same code as the cases kept.
-    run_tests build-tsan gpu_plan_interpreter_emulated --test-args='--gtest_filter=-Emulated/Collectives.*'
-    run_tests build-tsan fakecuda_collectives_plans fakecuda_collectives_processes --test-args='--gtest_filter=*/n2'
+    # (A filter given here replaces the meson test's own: each names the part of test_fakecuda it runs.)
+    run_tests build-tsan gpu_plan_interpreter_emulated \
+      --test-args='--gtest_filter=PlanInterpreter.*:PlanSequence.*:DirectMode.*:LowLatency.*'
+    run_tests build-tsan fakecuda_collectives_plans fakecuda_collectives_processes \
+      --test-args='--gtest_filter=Ranks/DeviceCollectives.*/n2'
   fi
 fi
 echo "tsan: ${SECONDS}s"

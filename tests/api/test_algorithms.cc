@@ -4,14 +4,15 @@
 // take minutes here). Small chunks (LOOM_CHUNK_BYTES) make the pipelined algorithms run many chunks. A trace confirms that the forced
 // algorithm is the one that ran, not a fallback.
 //
-// Built twice: thread ranks (local and socket transports) and, with LOOM_API_PROCESSES, process ranks
-// (shm and socket): a process-mode binary never runs thread-mode communicators before it forks.
+// Thread ranks (local and socket transports) or, with LOOM_TEST_LAUNCH=processes, process ranks (shm
+// and socket): launch_config.h.
 #include <cstdio>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <unistd.h>
 
+#include "launch_config.h"
 #include "matrix_test.h"
 
 namespace loomtest {
@@ -24,12 +25,6 @@ struct AlgoParam {
   int ranksPerNode;       // LOOM_RANKS_PER_NODE; 0 = unset
   const char* chunkBytes; // LOOM_CHUNK_BYTES; nullptr = unset
 };
-
-#ifdef LOOM_API_PROCESSES
-constexpr Launch kLaunch = Launch::Processes;
-#else
-constexpr Launch kLaunch = Launch::Threads;
-#endif
 
 // The collectives each algorithm has plans for (the tuner replaces a forced algorithm elsewhere).
 std::vector<Coll> collsOf(const std::string& algo) {
@@ -62,7 +57,7 @@ class ForcedAlgorithm : public ::testing::TestWithParam<AlgoParam> {
 TEST_P(ForcedAlgorithm, ResultsAreRight) {
   const AlgoParam& p = GetParam();
   MatrixSpec spec{.colls = collsOf(p.algo), .counts = {0, 1, 3, 1000, 20011}, .crossDtypeOp = false};
-  expectMatrixPasses(kLaunch, p.transport, p.nranks, spec);
+  expectMatrixPasses(testLaunch(), p.transport, p.nranks, spec);
 }
 
 // The trace names the plan that ran ("... via tree"); a silent fallback to another algorithm fails.
@@ -73,7 +68,7 @@ TEST_P(ForcedAlgorithm, ForcedAlgorithmRuns) {
   ScopedEnv trace("LOOM_TRACE_FILE", pattern.c_str());
   RunOptions options;
   options.transport = p.transport;
-  std::string failures = runRanks(kLaunch, p.nranks, options, [](RankContext& ctx) -> std::string {
+  std::string failures = runRanks(testLaunch(), p.nranks, options, [](RankContext& ctx) -> std::string {
     std::vector<float> data(100, 1.0f);
     LT_CALL(ctx.comm, loomAllReduce(data.data(), data.data(), data.size(), loomFloat32, loomSum, ctx.comm, nullptr));
     return "";
@@ -95,12 +90,10 @@ TEST_P(ForcedAlgorithm, ForcedAlgorithmRuns) {
 std::vector<AlgoParam> params() {
   // Rank counts: 1, a pair, odd ones (uneven trees and splits) and a power of two; fewer over the
   // slower launches to keep the run short.
-#ifdef LOOM_API_PROCESSES
-  const std::vector<std::pair<const char*, std::vector<int>>> transports = {{"shm", {2, 3, 5}}, {"socket", {3}}};
-#else
-  const std::vector<std::pair<const char*, std::vector<int>>> transports = {{"", {1, 2, 3, 5, 8}},
-                                                                            {"socket", {2, 5}}};
-#endif
+  const std::vector<std::pair<const char*, std::vector<int>>> transports =
+      testLaunch() == Launch::Processes
+          ? std::vector<std::pair<const char*, std::vector<int>>>{{"shm", {2, 3, 5}}, {"socket", {3}}}
+          : std::vector<std::pair<const char*, std::vector<int>>>{{"", {1, 2, 3, 5, 8}}, {"socket", {2, 5}}};
   std::vector<AlgoParam> v;
   for (const auto& [t, ranks] : transports) {
     for (const char* algo : {"ring", "tree", "direct", "oneshot"})

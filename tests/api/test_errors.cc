@@ -198,7 +198,7 @@ TEST_P(Errors, BadArgumentsAreRejectedAndCommStaysUsable) {
   RunOptions options;
   options.transport = GetParam().transport;
   options.timeoutSec = 120;
-  std::string failures = runRanks(kLaunch, GetParam().nranks, options, badArgumentsBody);
+  std::string failures = runRanks(testLaunch(), GetParam().nranks, options, badArgumentsBody);
   EXPECT_TRUE(failures.empty()) << failures;
 }
 
@@ -207,7 +207,7 @@ TEST_P(Errors, NullBuffersWithCountZeroAreAccepted) {
   RunOptions options;
   options.transport = GetParam().transport;
   options.timeoutSec = 120;
-  std::string failures = runRanks(kLaunch, GetParam().nranks, options, [](RankContext& ctx) -> std::string {
+  std::string failures = runRanks(testLaunch(), GetParam().nranks, options, [](RankContext& ctx) -> std::string {
     loomComm_t comm = ctx.comm;
     const int n = ctx.nranks, me = ctx.rank;
     LT_CALL(comm, loomAllReduce(nullptr, nullptr, 0, loomFloat32, loomSum, comm, nullptr));

@@ -105,7 +105,7 @@ class Group : public ::testing::TestWithParam<RanksParam> {
     RunOptions options;
     options.transport = GetParam().transport;
     options.timeoutSec = 300;
-    std::string failures = runRanks(kLaunch, GetParam().nranks, options, body);
+    std::string failures = runRanks(testLaunch(), GetParam().nranks, options, body);
     EXPECT_TRUE(failures.empty()) << failures;
   }
 };
@@ -345,7 +345,7 @@ TEST_P(Group, CollectivesInOneGroup) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Group, ::testing::ValuesIn(ranksParams()), ranksParamName);
 
-#ifndef LOOM_API_PROCESSES
+// Thread ranks only (tests/api/meson.build leaves them out of the process runs):
 // NCCL's single-process multi-device pattern: one thread owns every communicator of
 // loomCommInitAll and drives them all inside one group; then destroys them all.
 std::string singleThreadDrivesAll(int n) {
@@ -462,8 +462,7 @@ TEST_P(SingleThread, DrivesAllInitAllCommsInOneGroup) {
   EXPECT_TRUE(failures.empty()) << failures;
 }
 
-INSTANTIATE_TEST_SUITE_P(InitAll, SingleThread, ::testing::ValuesIn(ranksParams()), ranksParamName);
-#endif
+INSTANTIATE_TEST_SUITE_P(InitAll, SingleThread, ::testing::ValuesIn(ranksParams(Launch::Threads)), ranksParamName);
 
 }  // namespace
 }  // namespace loomtest

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "buffers.h"
+#include "launch_config.h"
 #include "matrix_test.h"
 
 namespace loomtest {
@@ -36,7 +37,7 @@ TEST_P(Processes, EveryRoot) {
        .everyRoot = true});
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Processes, ::testing::Range(1, 6), rankParamName);
+INSTANTIATE_TEST_SUITE_P(Ranks, Processes, ::testing::ValuesIn(rankCounts(maxRanks(Launch::Processes))), rankParamName);
 
 double cpuSecondsOfProcess() {
   rusage u{};

@@ -1,5 +1,7 @@
-// LOOM_TRANSPORT=socket (TCP between every pair): thread ranks 1..8 and process ranks 1..5, with
+// LOOM_TRANSPORT=socket (TCP between every pair): thread ranks 1..8 and process ranks 1..5 (the counts
+// of launch_config.h), with
 // the lighter matrix (every collective, dtype, op, count and in-place mode; pairs rotate).
+#include "launch_config.h"
 #include "matrix_test.h"
 
 namespace loomtest {
@@ -31,9 +33,9 @@ TEST_P(Socket, EveryRoot) {
        .everyRoot = true});
 }
 
-std::vector<SocketParam> params(Launch launch, int maxRanks) {
+std::vector<SocketParam> params(Launch launch) {
   std::vector<SocketParam> v;
-  for (int n = 1; n <= maxRanks; ++n) v.push_back({launch, n});
+  for (int n : rankCounts(maxRanks(launch))) v.push_back({launch, n});
   return v;
 }
 
@@ -43,11 +45,9 @@ std::string paramName(const ::testing::TestParamInfo<SocketParam>& info) {
   return name;
 }
 
-#ifdef LOOM_API_SOCKET_PROCESSES
-INSTANTIATE_TEST_SUITE_P(Processes, Socket, ::testing::ValuesIn(params(Launch::Processes, 5)), paramName);
-#else
-INSTANTIATE_TEST_SUITE_P(Threads, Socket, ::testing::ValuesIn(params(Launch::Threads, 8)), paramName);
-#endif
+// Both launches in one binary; each meson test runs one of them (tests/api/meson.build).
+INSTANTIATE_TEST_SUITE_P(Processes, Socket, ::testing::ValuesIn(params(Launch::Processes)), paramName);
+INSTANTIATE_TEST_SUITE_P(Threads, Socket, ::testing::ValuesIn(params(Launch::Threads)), paramName);
 
 }  // namespace
 }  // namespace loomtest

@@ -70,7 +70,7 @@ class Split : public ::testing::TestWithParam<RanksParam> {
     RunOptions options;
     options.transport = GetParam().transport;
     options.timeoutSec = 300;
-    std::string failures = runRanks(kLaunch, GetParam().nranks, options, body);
+    std::string failures = runRanks(testLaunch(), GetParam().nranks, options, body);
     EXPECT_TRUE(failures.empty()) << failures;
   }
 };

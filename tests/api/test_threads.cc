@@ -1,11 +1,12 @@
 // The full matrix on ranks that are threads of this process (library default transport: local),
-// 1..8 ranks: every dtype x every op at counts 0, 1, 3, 1000 (and every dtype and every op at
+// 1..8 ranks (the counts of launch_config.h): every dtype x every op at counts 0, 1, 3, 1000 (and every dtype and every op at
 // 65537), in place and out of place; data movement for every dtype at every count; every root.
 #include <sys/resource.h>
 
 #include <chrono>
 #include <thread>
 
+#include "launch_config.h"
 #include "matrix_test.h"
 
 namespace loomtest {
@@ -36,7 +37,7 @@ TEST_P(Threads, EveryRoot) {
        .everyRoot = true});
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Threads, ::testing::Range(1, 9), rankParamName);
+INSTANTIATE_TEST_SUITE_P(Ranks, Threads, ::testing::ValuesIn(rankCounts(maxRanks(Launch::Threads))), rankParamName);
 
 }  // namespace
 }  // namespace loomtest

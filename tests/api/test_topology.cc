@@ -2,7 +2,8 @@
 // machines' topology files (LOOM_TOPO_FILE), one host as threads, several "hosts" (LOOM_HOSTID) as
 // forked processes. What a communicator reports (LOOM_GRAPH_DUMP_FILE) is compared with loom-topo and
 // with the graph itself, its plans with loom-sim's, and every collective is checked element by element
-// on the rings that result. Compiled twice: threads (one host) and, with LOOM_API_PROCESSES, processes.
+// on the rings that result. One host as thread ranks (FixtureRings, Topology*), several hosts as process
+// ranks (SeveralHosts*); tests/api/meson.build runs the two apart.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -81,8 +82,6 @@ std::vector<Case> everyCollective(int nranks) {
                   .crossDtypeOp = false};
   return buildCases(spec, nranks);
 }
-
-#ifndef LOOM_API_PROCESSES
 
 // ---------------------------------------------------------------------------------------------------
 // One host: G thread ranks on a G-GPU machine's file.
@@ -346,8 +345,6 @@ TEST(TopologyLive, ThisMachineInitialisesQuickly) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
 }
 
-#else  // LOOM_API_PROCESSES
-
 // ---------------------------------------------------------------------------------------------------
 // Several hosts: forked processes, each with LOOM_HOSTID naming its host and the host's topology file.
 
@@ -463,7 +460,6 @@ TEST(SeveralHostsErrors, ABadFileOnOneRankFailsEveryRank) {
   }
 }
 
-#endif
 
 }  // namespace
 }  // namespace loomtest

@@ -2,6 +2,7 @@
 // threads, and communicators made by loomCommInitAll. A lighter matrix than test_threads.cc: every
 // collective, every dtype and every op at every standard count, in and out of place, with
 // (dtype, op) pairs rotating instead of crossed.
+#include "launch_config.h"
 #include "matrix_test.h"
 
 namespace loomtest {
@@ -39,7 +40,7 @@ TEST_P(TransportThreads, EveryRoot) {
 
 std::vector<TransportParam> params(Launch launch, const char* transport) {
   std::vector<TransportParam> v;
-  for (int n = 1; n <= 8; ++n) v.push_back({launch, transport, n});
+  for (int n : rankCounts(maxRanks(Launch::Threads))) v.push_back({launch, transport, n});
   return v;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -130,6 +131,19 @@ std::string DeviceBuffer::checkGuards(const std::string& name) const {
     if (back[i] != guardByte(i)) return name + ": back guard changed at offset " + std::to_string(i);
   }
   return "";
+}
+
+GpuMode gpuMode() {
+  static const GpuMode mode = [] {
+    const char* v = std::getenv("LOOM_TEST_GPU_MODE");
+    const std::string m = v ? v : "threads";
+    if (m == "processes") return GpuMode::Processes;
+    if (m == "plans") return GpuMode::Plans;
+    if (m == "hosts") return GpuMode::Hosts;
+    if (m != "threads") throw std::runtime_error("LOOM_TEST_GPU_MODE=" + m + " is not threads, processes, plans or hosts");
+    return GpuMode::Threads;
+  }();
+  return mode;
 }
 
 }  // namespace loomgpu

@@ -56,6 +56,16 @@ class DeviceBuffer {
 // Throws std::runtime_error naming the call when a CUDA runtime call fails.
 void cudaCheck(int error, const char* what);
 
+// How test_collectives_device.cc's ranks run, chosen when the binary starts (LOOM_TEST_GPU_MODE), so
+// that the source is compiled once for the CUDA runtime and once for FakeCuda:
+//   threads    rank threads, staged through pinned host memory (the default)
+//   processes  forked rank processes, staged in stream order
+//   plans      rank threads as plan kernels (tests/gpu/meson.build also sets LOOM_DEVICE_PLANS=require)
+//   hosts      rank processes that each say they are on a host of their own (LOOM_HOSTID), so that plan
+//              kernels reach each other through network lanes
+enum class GpuMode { Threads, Processes, Plans, Hosts };
+GpuMode gpuMode();
+
 }  // namespace loomgpu
 
 #define LOOM_REQUIRE_GPU()                                                                     \

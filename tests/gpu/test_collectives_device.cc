@@ -1,10 +1,9 @@
 // Every collective on CUDA device buffers, 2-4 ranks on ONE GPU (device 0), checked element by
-// element (device_cases.h). Compiled twice: ranks as threads of this process, and with
-// LOOM_GPU_PROCESSES as forked processes (this process never initializes CUDA before forking: the
-// GPU probe runs in a child), and with LOOM_GPU_NET_LANES as processes that each say they are on a
-// host of their own (LOOM_HOSTID), so that plan kernels reach each other through network lanes (the
-// proxy over the network provider, src/device/net_lane_fifos.h). Skips with the reason when no GPU is
-// present.
+// element (device_cases.h). The ranks run as LOOM_TEST_GPU_MODE says (gpu_support.h): threads of this
+// process, staged or as plan kernels; forked processes (this process never initializes CUDA before
+// forking: the GPU probe runs in a child); or processes that each say they are on a host of their own
+// (LOOM_HOSTID), so that plan kernels reach each other through network lanes (the proxy over the
+// network provider, src/device/net_lane_fifos.h). Skips with the reason when no GPU is present.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -26,40 +25,32 @@ using loomtest::Launch;
 using loomtest::MatrixSpec;
 using loomtest::Op;
 
-#ifdef LOOM_GPU_PROCESSES
-constexpr Launch kLaunch = Launch::Processes;
-#else
-constexpr Launch kLaunch = Launch::Threads;
-#endif
+Launch launch() {
+  const GpuMode mode = gpuMode();
+  return mode == GpuMode::Processes || mode == GpuMode::Hosts ? Launch::Processes : Launch::Threads;
+}
+// Plan kernels run: as rank threads, or through network lanes.
+bool planKernels() { return gpuMode() == GpuMode::Plans || gpuMode() == GpuMode::Hosts; }
+
 // Each rank a host of its own: every peer is reached through network lanes.
-#ifdef LOOM_GPU_NET_LANES
 std::string ownHost(int rank) {
   setenv("LOOM_HOSTID", ("gpu-host-" + std::to_string(rank)).c_str(), 1);
   return "";
 }
-#endif
 
 void placeRanks(loomtest::RunOptions* run) {
-#ifdef LOOM_GPU_NET_LANES
-  run->placeRank = ownHost;
-#else
-  (void)run;
-#endif
+  if (gpuMode() == GpuMode::Hosts) run->placeRank = ownHost;
 }
 
 // Whether a call on device buffers returns before its stream reaches it: processes are staged in
 // stream order, plan kernels are launched; threads without plan kernels are staged synchronously.
-#if defined(LOOM_GPU_PROCESSES) || defined(LOOM_GPU_DEVICE_PLANS)
-constexpr bool kCallsReturnAtOnce = true;
-#else
-constexpr bool kCallsReturnAtOnce = false;
-#endif
+bool callsReturnAtOnce() { return gpuMode() != GpuMode::Threads; }
 
 void expectPasses(int nranks, const std::vector<MatrixSpec>& specs, const DeviceRunOptions& options = {}) {
   loomtest::RunOptions run;
   run.timeoutSec = 600;
   placeRanks(&run);
-  std::string failures = loomtest::runRanks(kLaunch, nranks, run, [&](loomtest::RankContext& ctx) -> std::string {
+  std::string failures = loomtest::runRanks(launch(), nranks, run, [&](loomtest::RankContext& ctx) -> std::string {
     std::vector<loomtest::Case> cases;
     for (const MatrixSpec& spec : specs) {
       std::vector<loomtest::Case> more = loomtest::buildCases(spec, nranks);
@@ -86,7 +77,7 @@ void expectOnEveryRank(int n, Body body) {
   loomtest::RunOptions run;
   run.timeoutSec = 300;
   placeRanks(&run);
-  const std::string failures = loomtest::runRanks(kLaunch, n, run, [&](loomtest::RankContext& ctx) -> std::string {
+  const std::string failures = loomtest::runRanks(launch(), n, run, [&](loomtest::RankContext& ctx) -> std::string {
     cudaCheck(cudaSetDevice(0), "cudaSetDevice");
     cudaStream_t stream = nullptr;
     cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -113,9 +104,9 @@ TEST_P(DeviceCollectives, Gather) { expectPasses(GetParam(), {{.colls = {Coll::G
 TEST_P(DeviceCollectives, Scatter) { expectPasses(GetParam(), {{.colls = {Coll::Scatter}}}); }
 TEST_P(DeviceCollectives, SendRecvRing) { expectPasses(GetParam(), {{.colls = {Coll::SendRecv}}}); }
 
-#ifndef LOOM_GPU_DEVICE_PLANS
 // The legacy default stream (stream NULL) instead of a created stream.
 TEST_P(DeviceCollectives, NullStream) {
+  if (gpuMode() == GpuMode::Plans) GTEST_SKIP() << "rank threads as plan kernels refuse it (the next test)";
   DeviceRunOptions options;
   options.useNullStream = true;
   expectPasses(GetParam(),
@@ -125,11 +116,12 @@ TEST_P(DeviceCollectives, NullStream) {
                  .counts = {1, 65537}}},
                options);
 }
-#else
+
 // Plan kernels of ranks that are threads on one GPU cannot share the legacy default stream, one queue
 // for the whole process, since their kernels wait for each other: a call on it is refused before
 // anything is enqueued, and the communicator goes on working on created streams.
 TEST_P(DeviceCollectives, NullStreamIsRefusedWhereItWouldSerializeRanks) {
+  if (gpuMode() != GpuMode::Plans) GTEST_SKIP() << "rank threads as plan kernels only";
   expectOnEveryRank(GetParam(), [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
     const size_t count = 1000;
     std::vector<float> host(count, 1.0f);
@@ -154,6 +146,7 @@ TEST_P(DeviceCollectives, NullStreamIsRefusedWhereItWouldSerializeRanks) {
 // A buffer that is not aligned to its elements would trap the GPU (a sticky error that ends the
 // process's context): refused with loomInvalidArgument before anything is enqueued.
 TEST_P(DeviceCollectives, MisalignedBuffersAreRefused) {
+  if (gpuMode() != GpuMode::Plans) GTEST_SKIP() << "rank threads as plan kernels only";
   expectOnEveryRank(GetParam(), [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
     const size_t count = 1000;
     DeviceBuffer buf(count * sizeof(float) + 4, 29);
@@ -170,7 +163,6 @@ TEST_P(DeviceCollectives, MisalignedBuffersAreRefused) {
     return problems + buf.checkGuards("buffer");
   });
 }
-#endif
 
 // PreMulSum with its scalar in device memory (loomScalarDevice), read when the operation runs.
 TEST_P(DeviceCollectives, DeviceResidentScalar) {
@@ -276,7 +268,11 @@ TEST_P(DeviceCollectives, CapturedIntoACudaGraph) {
     const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
     std::string problems;
     if (ended != cudaSuccess) problems += std::string(" the capture broke: ") + cudaGetErrorString(ended) + ";";
-#if defined(LOOM_GPU_DEVICE_PLANS) || defined(LOOM_GPU_NET_LANES)  // plan kernels run (through network lanes)
+    if (!planKernels()) {  // staged: the capture is refused
+      if (r != loomInvalidUsage) problems += " a staged collective was captured (" + std::to_string(r) + ");";
+      if (graph) cudaGraphDestroy(graph);
+      return problems + buf.checkGuards("buffer");
+    }
     if (r != loomSuccess) return problems + loomtest::callFailure("loomAllReduce in the capture", r, ctx.comm);
     // No graph memory nodes: CUDA may order graphs that allocate from its graph pool after each other,
     // and the ranks' graphs wait for each other (the first GPU run deadlocked so with 3 and 4 ranks).
@@ -313,9 +309,6 @@ TEST_P(DeviceCollectives, CapturedIntoACudaGraph) {
     loomCommGetAsyncError(ctx.comm, &async);
     if (async != loomSuccess) problems += " async error " + std::to_string(async) + ": " + loomGetLastError(ctx.comm);
     cudaGraphExecDestroy(exec);
-#else
-    if (r != loomInvalidUsage) problems += " a staged collective was captured (" + std::to_string(r) + ");";
-#endif
     if (graph) cudaGraphDestroy(graph);
     problems += buf.checkGuards("buffer");
     return problems;
@@ -350,11 +343,11 @@ TEST_P(DeviceCollectives, Large) {
                              .counts = {(size_t{1} << 20) + 5}}});
 }
 
-#ifdef LOOM_GPU_DEVICE_PLANS
 // Ranks that are threads of one process write into each other's buffers directly where the receiver
 // waits first (the p2p transport's direct mode); the same collectives with it off (LOOM_P2P_DIRECT=0,
 // read at every launch) put every message through the FIFO slots.
 TEST_P(DeviceCollectives, SlotsOnlyWithoutDirectMode) {
+  if (gpuMode() != GpuMode::Plans) GTEST_SKIP() << "rank threads as plan kernels only";
   setenv("LOOM_P2P_DIRECT", "0", 1);
   expectPasses(GetParam(), {{.colls = {Coll::AllReduce, Coll::AllGather, Coll::Broadcast, Coll::SendRecv},
                              .dtypes = {loomFloat32},
@@ -362,12 +355,11 @@ TEST_P(DeviceCollectives, SlotsOnlyWithoutDirectMode) {
                              .counts = {1000, (size_t{1} << 20) + 5}}});
   unsetenv("LOOM_P2P_DIRECT");
 }
-#endif
 
-#ifdef LOOM_GPU_NET_LANES
 // A rank that dies between two operations: the survivor's proxy sees its network lanes break, and the
 // survivor's next operation fails naming it, long before the lanes' own timeout (LOOM_TIMEOUT_MS).
 TEST_P(DeviceCollectives, APeerThatDiesIsNamedBeforeTheTimeout) {
+  if (gpuMode() != GpuMode::Hosts) GTEST_SKIP() << "ranks on hosts of their own only";
   if (GetParam() != 2) GTEST_SKIP() << "one rank count suffices";
   expectOnEveryRank(2, [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
     const size_t count = 4096;
@@ -392,14 +384,14 @@ TEST_P(DeviceCollectives, APeerThatDiesIsNamedBeforeTheTimeout) {
     return problems;
   });
 }
-#endif
 
-#if defined(LOOM_GPU_DEVICE_PLANS) && defined(LOOM_FAKE_CUDA)
+#ifdef LOOM_FAKE_CUDA
 // Every block of every rank sharing a GPU must be resident at once. On a GPU that holds only 8
 // plan-kernel blocks, 4 ranks get 2 each; a direct all-to-all needs 7 per channel: refused on every
 // rank alike before anything is launched, while a ring (1 per channel) still runs. (FakeCuda only:
 // a real GPU holds far more blocks than this many ranks need.)
 TEST_P(DeviceCollectives, ShapesBeyondAGpuShareAreRefusedOnEveryRank) {
+  if (gpuMode() != GpuMode::Plans) GTEST_SKIP() << "rank threads as plan kernels only";
   if (GetParam() != 4) GTEST_SKIP() << "one rank count suffices";
   loomtest::ScopedEnv blocks("LOOM_FAKE_CUDA_BLOCKS", "8");
   expectOnEveryRank(GetParam(), [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
@@ -461,9 +453,9 @@ TEST_P(DeviceCollectives, OrderedOnTheCallersStream) {
         break;
       }
     problems += buf.checkGuards("buffer");
-    if (kCallsReturnAtOnce && callMs > 150)
+    if (callsReturnAtOnce() && callMs > 150)
       problems += " the call waited for the held stream (" + std::to_string(callMs) + " ms);";
-    if (!kCallsReturnAtOnce && callMs < 250)
+    if (!callsReturnAtOnce() && callMs < 250)
       problems += " threads stage synchronously, yet the call returned after " + std::to_string(callMs) + " ms;";
     if (totalMs < 290) problems += " the work did not wait for the held stream (" + std::to_string(totalMs) + " ms);";
     return problems;

@@ -1,4 +1,5 @@
-"""Runs a job function in N processes (torch.multiprocessing spawn) and collects per-check results.
+"""Runs a job function in N processes (torch.multiprocessing, forked from a server that imported torch
+once) and collects per-check results.
 
 A job reports through files in `outdir`: rank<r>.json maps each check it ran to None (passed) or
 the failure text; rank<r>.current names the check in progress, so a hang can be pinned down.
@@ -77,10 +78,25 @@ class JobResult:
         return sorted(set().union(*[set(r) for r in self.per_rank]))
 
 
+# Rank processes are forked from multiprocessing's fork server, which imports torch once: a spawned
+# process would import it anew (seconds of CPU each, for jobs of up to 8 ranks on 2 cores). The server
+# is a fresh process of its own (not this one, whose threads a fork would copy), started at the first job.
+mp.set_forkserver_preload(["torch", "torch.distributed"])
+
+
+def _in_environment(rank, env, fn, *args):
+    """A rank process: the environment of the test that started the job (the fork server's is that of
+    the first job), then the job function."""
+    os.environ.clear()
+    os.environ.update(env)
+    fn(rank, *args)
+
+
 def spawn_job(fn, nprocs, args=(), timeout=240):
-    """Runs fn(rank, outdir, *args) in nprocs spawned processes; returns a JobResult."""
+    """Runs fn(rank, outdir, *args) in nprocs processes; returns a JobResult."""
     outdir = tempfile.mkdtemp(prefix="loom-job-")
-    ctx = mp.start_processes(fn, args=(outdir, *args), nprocs=nprocs, join=False, start_method="spawn")
+    ctx = mp.start_processes(_in_environment, args=(dict(os.environ), fn, outdir, *args), nprocs=nprocs, join=False,
+                             start_method="forkserver")
     deadline = time.monotonic() + timeout
     error = None
     try:

@@ -2,8 +2,6 @@
 binding is the process's for good), and bad input is refused with the problem named."""
 import ast
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -13,13 +11,27 @@ CORES = sorted(os.sched_getaffinity(0))
 
 
 def bound(policy, *where, env=None):
-    """(core returned, affinity after) of bind_cpu(policy, *where) in a fresh Python."""
-    call = ", ".join([repr(policy), *map(str, where)])
-    code = ("import os; from loom.parallel.cpu_binding import bind_cpu; "
-            f"c = bind_cpu({call}); print(c, sorted(os.sched_getaffinity(0)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, **(env or {}))).stdout.split(" ", 1)
-    return (None if out[0] == "None" else int(out[0])), ast.literal_eval(out[1])
+    """(core returned, affinity after) of bind_cpu(policy, *where) in a forked child (a fresh Python
+    would spend seconds importing the package for a call that takes microseconds)."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: binds itself, reports, and leaves without running anything of the parent's
+        try:
+            os.close(reader)
+            os.environ.update(env or {})
+            core = bind_cpu(policy, *where)
+            os.write(writer, repr((core, sorted(os.sched_getaffinity(0)))).encode())
+        except BaseException as e:  # noqa: BLE001 - the parent reports it
+            os.write(writer, repr(("error", f"{type(e).__name__}: {e}")).encode())
+        finally:
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as f:
+        answer = f.read()
+    os.waitpid(pid, 0)
+    core, affinity = ast.literal_eval(answer)
+    assert core != "error", f"bind_cpu({policy!r}, {where}) in the child: {affinity}"
+    return core, affinity
 
 
 @pytest.mark.parametrize("ranks", [len(CORES), 2 * len(CORES), 2 * len(CORES) + 1])

@@ -147,8 +147,10 @@ void LoomWork::complete(std::exception_ptr error) {
   copyBack_ = nullptr;
   keepAlive_.clear();
   children_.clear();
-  finish(error);
+  // The future first, as ProcessGroupGloo's works do: a wait() that lost the race to complete returns
+  // once finish() ran, and its caller may read the future's value right away.
   markFuture(error);
+  finish(error);
 }
 
 void LoomWork::markFuture(std::exception_ptr error) {

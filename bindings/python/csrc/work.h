@@ -63,8 +63,8 @@ class LoomWork : public c10d::Work {
   std::chrono::milliseconds getTimeout() const override { return timeout_; }
 #endif
 
-  // Finishes the work once: on success runs the CPU copy-backs; then wakes waiters and marks the
-  // future. Later calls do nothing (the completion thread and wait() may race to it).
+  // Finishes the work once: on success runs the CPU copy-backs; then marks the future and wakes
+  // waiters. Later calls do nothing (the completion thread and wait() may race to it).
   void complete(std::exception_ptr error);
 
  private:
