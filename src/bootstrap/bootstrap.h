@@ -28,7 +28,7 @@ class Bootstrap final : public PeerExchange {
   Status connectData(int peer, int tag, Socket* out) override;
   Status acceptData(Socket* out, int* fromRank, int* tag) override;
   // The same, by `deadline` instead of the communicator's timeout (a shrink waits as long as the
-  // communicator it makes may: core/api_elastic.cc).
+  // communicator it makes may: core/api/api_elastic.cc).
   Status connectData(int peer, int tag, Deadline deadline, Socket* out);
   Status acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag);
 

@@ -8,9 +8,9 @@
 #include "base/settings.h"
 #include "bootstrap/unique_id.h"
 #include "core/build_info.h"
-#include "core/job_report.h"
+#include "core/observe/topology_report.h"
 #include "core/job_setup.h"
-#include "core/net_lanes.h"
+#include "core/run/net_lanes.h"
 
 std::string loomComm::describe() const {
   return fmt::format("comm '{}' rank {}/{}", settings.name, rank, nranks);

@@ -13,14 +13,14 @@
 #include "base/status.h"
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
-#include "core/async_engine.h"
-#include "core/core_sharing.h"
-#include "core/flight_record.h"
-#include "core/plan_cache.h"
-#include "core/state_service.h"
-#include "core/wait_history.h"
+#include "core/run/async_engine.h"
+#include "core/run/core_sharing.h"
+#include "core/observe/flight_record.h"
+#include "core/run/plan_cache.h"
+#include "core/observe/state_service.h"
+#include "core/run/wait_history.h"
 #include "device/device_layer.h"
-#include "core/trace.h"
+#include "core/observe/trace.h"
 #include "topology/job_topology.h"
 #include "topology/numa_binding.h"
 #include "loom.h"
@@ -77,7 +77,7 @@ struct loomComm {
   std::unique_ptr<loom::AsyncEngine> engine;
 
   std::atomic<bool> aborted{false};
-  std::atomic<int> callsInFlight{0};  // API calls naming this communicator (core/api_result.h)
+  std::atomic<int> callsInFlight{0};  // API calls naming this communicator (core/api/api_result.h)
   std::atomic<int> asyncError{loomSuccess};
   bool finalized = false;
   std::mutex busy;  // held while an operation runs on this communicator
@@ -102,13 +102,13 @@ struct loomComm {
   // How recent waits for peers ended: waiters spin briefly while they keep outlasting spinNs.
   std::unique_ptr<loom::WaitHistory> waitHistory;
   bool oversubscribed = false;  // more ranks on this host than cores we may run on
-  bool mayMoveThreads = false;  // not oversubscribed, and LOOM_IGNORE_CPU_AFFINITY unset (core/core_sharing.h)
+  bool mayMoveThreads = false;  // not oversubscribed, and LOOM_IGNORE_CPU_AFFINITY unset (core/run/core_sharing.h)
   // What a caller's thread (blocking operations, under `busy`) does about a peer on its core.
   std::unique_ptr<loom::CoreSharing> callerSharing;
   std::vector<loom::CustomRedOp> customOps;
   // The last operations issued and how far they completed, readable while the rank is wedged.
   loom::FlightRecord flight;
-  // loomCommGetUniqueId's id for a coming loomCommGrow (core/api_elastic.cc), and how many shrinks this
+  // loomCommGetUniqueId's id for a coming loomCommGrow (core/api/api_elastic.cc), and how many shrinks this
   // communicator made (each tags its hand-over connections with the count: every rank calls them in order).
   std::optional<loomUniqueId> growId;
   int shrinks = 0;
@@ -116,7 +116,7 @@ struct loomComm {
   // "comm 'name' rank r/n" for messages.
   std::string describe() const;
 
-  // Answers loom-doctor and the other ranks' state requests (core/state_service.h).
+  // Answers loom-doctor and the other ranks' state requests (core/observe/state_service.h).
   std::unique_ptr<loom::StateServing> stateServing;
 
   // Stops the communicator's parts and releases them, in an order that does not depend on where a

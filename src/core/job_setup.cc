@@ -10,7 +10,7 @@
 #include "base/settings.h"
 #include "base/log.h"
 #include "core/communicator.h"
-#include "core/job_report.h"
+#include "core/observe/topology_report.h"
 #include "device/device_layer.h"
 #include "topology/calibration.h"
 #include "topology/topology_file.h"

@@ -1,7 +1,7 @@
 // What a queued operation waits for before it may start, and whom it tells when it ended: part of the
 // device layer's seam (device_layer.h). Device buffers staged on a CUDA stream (staging.h) use it: the
 // operation may start once the stream has copied its input to pinned memory, and its end releases the
-// stream, which then copies the output back. Core's progress thread (core/async_engine.h) polls
+// stream, which then copies the output back. Core's progress thread (core/run/async_engine.h) polls
 // ready() and calls finish() once. Plain C++, in every build.
 #pragma once
 

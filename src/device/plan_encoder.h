@@ -36,7 +36,7 @@ static_assert(cuda::kNoDeviceBuffer == kNoBuffer);
 // the call's memory, operator and lane statuses (in its DevicePlanCall).
 struct DevicePlanBindings {
   loomDataType_t dtype = loomUint8;
-  // The operator as the executor sees it (core/planner.cc): for PreMulSum the caller scales its input
+  // The operator as the executor sees it (core/run/planner.cc): for PreMulSum the caller scales its input
   // into a staged copy first and passes a plain Sum, since every rank may have its own scalar.
   ReduceOp op;
   std::span<char* const> buffers;     // by plan buffer index (kSendBuffer, ...); those the plan names must be set

@@ -1,6 +1,6 @@
 // CUDA graph capture (stream capture) seen from the device layer. Plan kernels can be captured
 // (plan_kernels.h says how); core refuses everything else on a capturing stream with loomInvalidUsage
-// before anything is enqueued (core/group.cc, with the seam's captureOf), so that the capture stays
+// before anything is enqueued (core/run/group.cc, with the seam's captureOf), so that the capture stays
 // valid and the caller learns why, instead of a capture invalidated by Loom's host-side waits or a
 // graph that replays work whose host side (staging, progress thread) is long gone. CUDA builds only.
 #pragma once

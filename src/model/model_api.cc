@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "core/api_result.h"
+#include "core/api/api_result.h"
 #include "model/job_model.h"
 
 struct loomModel {

@@ -34,7 +34,7 @@ struct SegmentHeader {
   char reason[256] = {0};  // why the owner failed, written before state becomes Failed
   int32_t waitsOn = -1;    // with it: the rank the owner gave up waiting for (a timeout), else -1
   // Where the owner's driving thread last waited on a peer: (steady-clock ns & ~0xffff) | CPU number.
-  // A peer waiting on the owner from that same CPU, recently, shares its core (core/core_sharing.h).
+  // A peer waiting on the owner from that same CPU, recently, shares its core (core/run/core_sharing.h).
   alignas(64) std::atomic<uint64_t> waitingCpu{0};
 };
 

@@ -19,7 +19,7 @@
 #include "cases.h"
 #include "harness.h"
 #include "core/communicator.h"
-#include "core/planner.h"
+#include "core/run/planner.h"
 #include "topology/topology.h"
 
 namespace loomtest {

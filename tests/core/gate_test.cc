@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/group.h"
+#include "core/run/group.h"
 #include "loom.h"
 #include "thread_ranks.h"
 

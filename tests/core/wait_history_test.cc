@@ -1,6 +1,6 @@
-// The wait policy's memory (core/wait_history.h): how long a waiter spins after the last waits ended
+// The wait policy's memory (core/run/wait_history.h): how long a waiter spins after the last waits ended
 // early, late, or both.
-#include "core/wait_history.h"
+#include "core/run/wait_history.h"
 
 #include <gtest/gtest.h>
 

@@ -150,7 +150,7 @@ loom::PlanRequest requestFor(const Case& c, int rank) {
   return req;
 }
 
-// The operator the plan runs with, as core/planner.cc makes it: PreMulSum is a plain sum over inputs
+// The operator the plan runs with, as core/run/planner.cc makes it: PreMulSum is a plain sum over inputs
 // scaled beforehand (stagingOp, the scalar of tests/api/reference.h's preMulScalar).
 loom::ReduceOp planOp(const Case& c) {
   loom::ReduceOp op;

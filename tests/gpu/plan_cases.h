@@ -43,7 +43,7 @@ std::string describe(const Case& c);
 // The request that builds rank's plan: chunks as large as a slot, as the tuner sizes them; the second
 // channel's ring runs the other way round.
 loom::PlanRequest requestFor(const Case& c, int rank);
-// The operator the plan runs with, as core/planner.cc makes it (PreMulSum: a sum over scaled inputs).
+// The operator the plan runs with, as core/run/planner.cc makes it (PreMulSum: a sum over scaled inputs).
 loom::ReduceOp planOp(const Case& c);
 
 // One rank's buffers for a case: the user's send and receive buffers (one block in place, laid out as

@@ -2,7 +2,7 @@
 // (kernels/cuda/device_plan.h) over FIFOs in host memory, and every lane of every rank runs
 // plan_interpreter.cuh's code on its own host thread(s); or several plans of every rank in one launch,
 // as a plan sequence. Also a reference run of the same plans with
-// core/executor.cc's step semantics over the CPU kernels, to compare with bit for bit.
+// core/run/executor.cc's step semantics over the CPU kernels, to compare with bit for bit.
 #pragma once
 
 #include <cstddef>
@@ -109,7 +109,7 @@ std::vector<std::vector<SequencedResult>> runSequenceEmulated(const std::vector<
                                                               const HostFifoMesh& mesh, loomDataType_t dtype,
                                                               const EmulationOptions& options = {});
 
-// Runs the same plans one step at a time with core/executor.cc's semantics over the CPU kernels
+// Runs the same plans one step at a time with core/run/executor.cc's semantics over the CPU kernels
 // (kernels/cpu/reduce.h) and unbounded queues; an error when the plans cannot finish.
 loom::Status runReference(const std::vector<RankRun>& ranks, loomDataType_t dtype, const loom::ReduceOp& op);
 

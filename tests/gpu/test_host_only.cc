@@ -84,7 +84,7 @@ TEST(HostOnly, HostScalarsStayWhereTheyAre) {
   EXPECT_EQ(p, &scalar);
 }
 
-// Routing (core/group.cc) asks the device layer where buffers are: host memory is host memory, and
+// Routing (core/run/group.cc) asks the device layer where buffers are: host memory is host memory, and
 // nothing about it would go to staging or a plan kernel.
 TEST(HostOnly, HostBuffersArePlacedOnTheHost) {
   float send[8] = {}, recv[8] = {};

@@ -1,5 +1,5 @@
 // loom-doctor: who is stuck in a running Loom job, asked from any of its hosts. Every process with a
-// live communicator answers on a Unix socket of its own (core/state_service.h); this tool lists them,
+// live communicator answers on a Unix socket of its own (core/observe/state_service.h); this tool lists them,
 // and for each job has one of its processes gather every rank's flight record (over the job's state
 // ports, with the job's secret) into the hang report: the oldest operation not finished everywhere,
 // the ranks that never entered it, those waiting in it, mismatched calls, failures, unreachable ranks.
@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/socket.h"
-#include "core/state_service.h"
+#include "core/observe/state_service.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 // scope, __nanosleep); host_lane_platform.h's is one or more host threads (std::atomic_ref,
 // std::barrier, yield), which is how the tests run this very code without a GPU.
 //
-// Step semantics are core/executor.cc's, and every copy and reduction goes through element_ops.cuh's
+// Step semantics are core/run/executor.cc's, and every copy and reduction goes through element_ops.cuh's
 // elementwiseThread, so results match the host executor's bit for bit. Only worker 0 waits on and
 // publishes counters; barriers make the slot visible to all workers before they touch it and make
 // their writes complete before it is handed on.
@@ -270,7 +270,7 @@ LOOM_HD void publishStep(P& p, const DevicePlanView& plan, const DeviceStep& s, 
   if (s.recvFifo >= 0) p.storeRelease(plan.recvFifo(s.recvFifo).head, claim.recvSeq + 1);
 }
 
-// Every worker: the step's copies and reductions (core/executor.cc's tryStep, case by case). `out`: a
+// Every worker: the step's copies and reductions (core/run/executor.cc's tryStep, case by case). `out`: a
 // slot or the receiver's posted destination; `in`: the incoming slot, or null when the message came
 // directly into dst.
 template <class E, class P>

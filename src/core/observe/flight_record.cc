@@ -1,4 +1,4 @@
-#include "core/flight_record.h"
+#include "core/observe/flight_record.h"
 
 #include <chrono>
 

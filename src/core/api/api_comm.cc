@@ -7,7 +7,7 @@
 #include "base/datatype.h"
 #include "base/log.h"
 #include "bootstrap/unique_id.h"
-#include "core/api_result.h"
+#include "core/api/api_result.h"
 #include "core/communicator.h"
 #include "device/device_layer.h"
 

@@ -1,13 +1,13 @@
 // C API: a communicator's state for a person or a tool (loomCommDumpState), and the job-wide hang
-// report made from every rank's state (loomHangReport; core/hang_report.h).
+// report made from every rank's state (loomHangReport; core/observe/hang_report.h).
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "core/api_result.h"
+#include "core/api/api_result.h"
 #include "core/communicator.h"
-#include "core/hang_report.h"
-#include "core/state_exchange.h"
+#include "core/observe/hang_report.h"
+#include "core/observe/state_exchange.h"
 
 using namespace loom;
 

@@ -13,7 +13,7 @@ namespace loom {
 
 // The JSON of LOOM_GRAPH_DUMP_FILE: nranks, rank, hosts, rings, trees, transports (per peer of this rank:
 // self, local, shm, p2p, net), nics (per rank: the NIC it uses, or null), channel_nics, models.
-nlohmann::ordered_json jobReport(const loomComm* comm);
+nlohmann::ordered_json topologyReport(const loomComm* comm);
 
 // Logs and writes what the environment asks for, once the transports are set up; a file that cannot be
 // written is a warning.

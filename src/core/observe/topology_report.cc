@@ -1,4 +1,4 @@
-#include "core/job_report.h"
+#include "core/observe/topology_report.h"
 
 #include <fstream>
 
@@ -69,7 +69,7 @@ const char* transportName(const loomComm* comm, int peer) {
   return "?";
 }
 
-nlohmann::ordered_json jobReport(const loomComm* comm) {
+nlohmann::ordered_json topologyReport(const loomComm* comm) {
   const SystemGraph& host = *comm->hostGraph;
   const JobTopology& job = comm->job;
   nlohmann::ordered_json j;
@@ -128,7 +128,7 @@ void reportJobTopology(const loomComm* comm) {
               usedNic(job, comm->rank).empty() ? "none" : usedNic(job, comm->rank), transports);
   }
   if (settingIsSet(Setting::GraphDumpFile))
-    writeFor(comm, Setting::GraphDumpFile, jobReport(comm).dump(2) + "\n");
+    writeFor(comm, Setting::GraphDumpFile, topologyReport(comm).dump(2) + "\n");
   if (settingIsSet(Setting::TopoDumpFile)) {
     std::string xml;
     const Status written = writeNcclXml(host, &xml);

@@ -1,4 +1,4 @@
-#include "core/operation.h"
+#include "core/run/operation.h"
 
 #include <limits>
 

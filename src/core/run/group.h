@@ -5,7 +5,7 @@
 // point-to-point operations fused into one plan.
 #pragma once
 
-#include "core/operation.h"
+#include "core/run/operation.h"
 
 namespace loom {
 

@@ -1,4 +1,4 @@
-#include "core/trace.h"
+#include "core/observe/trace.h"
 
 #include <unistd.h>
 

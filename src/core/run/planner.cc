@@ -1,4 +1,4 @@
-#include "core/planner.h"
+#include "core/run/planner.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "core/async_engine.h"
+#include "core/run/async_engine.h"
 
 #include <pthread.h>
 #include <sched.h>

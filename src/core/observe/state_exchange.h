@@ -1,6 +1,6 @@
 // Both ends of the state exchange: a rank's flight record as JSON (what loomCommDumpState returns),
 // answered on the rank's state port to a request that proves the communicator's secret, and gathered
-// from every rank of a job into the texts core/hang_report.h lines up.
+// from every rank of a job into the texts core/observe/hang_report.h lines up.
 #pragma once
 
 #include <cstdint>

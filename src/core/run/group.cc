@@ -1,4 +1,4 @@
-#include "core/group.h"
+#include "core/run/group.h"
 
 #include <algorithm>
 #include <functional>
@@ -9,11 +9,11 @@
 
 #include "base/datatype.h"
 #include "base/thread_scratch.h"
-#include "core/async_engine.h"
+#include "core/run/async_engine.h"
 #include "core/communicator.h"
-#include "core/executor.h"
-#include "core/planner.h"
-#include "core/signature_check.h"
+#include "core/run/executor.h"
+#include "core/run/planner.h"
+#include "core/observe/signature_check.h"
 #include "device/device_layer.h"
 
 namespace loom {

@@ -4,7 +4,7 @@
 // timed out, and the error that broke the communicator. Written on the operation path with a few plain stores (no lock, no allocation);
 // read from any thread at any time, also while the rank is wedged in an operation (a slot being
 // rewritten is skipped), as JSON for a dump (loomCommDumpState) and for the job-wide hang report
-// (core/hang_report.h), which lines up every rank's record.
+// (core/observe/hang_report.h), which lines up every rank's record.
 #pragma once
 
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "core/core_sharing.h"
+#include "core/run/core_sharing.h"
 
 #include <pthread.h>
 #include <sched.h>

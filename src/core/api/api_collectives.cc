@@ -1,8 +1,8 @@
 // C API: collectives, point-to-point and groups. Each call becomes an Operation, validated before
 // any data moves, and runs now or at the end of the enclosing group.
 #include "algorithms/plan.h"
-#include "core/api_result.h"
-#include "core/group.h"
+#include "core/api/api_result.h"
+#include "core/run/group.h"
 
 using namespace loom;
 

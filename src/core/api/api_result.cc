@@ -1,4 +1,4 @@
-#include "core/api_result.h"
+#include "core/api/api_result.h"
 
 #include <chrono>
 #include <mutex>

@@ -17,11 +17,11 @@
 #include "algorithms/plan.h"
 #include "base/clock.h"
 #include "base/status.h"
-#include "core/core_sharing.h"
-#include "core/flight_record.h"
-#include "core/operation.h"
-#include "core/trace.h"
-#include "core/wait_history.h"
+#include "core/run/core_sharing.h"
+#include "core/observe/flight_record.h"
+#include "core/run/operation.h"
+#include "core/observe/trace.h"
+#include "core/run/wait_history.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/doorbell.h"
 #include "transport/transport_set.h"
@@ -77,7 +77,7 @@ struct CommWork {
   CoreSharing* sharing = nullptr;  // the driving thread's: what to do about a peer on its core
   Tracer* tracer = nullptr;     // LOOM_TRACE_FILE, else null
   // The communicator's flight record: told whom a lasting wait is on, and that this rank's own wait
-  // timed out (core/flight_record.h).
+  // timed out (core/observe/flight_record.h).
   FlightRecord* flight = nullptr;
   std::vector<BoundPlan> plans;
 };
@@ -145,7 +145,7 @@ class PlanRunner {
 };
 
 // What a thread does while the runners it drives cannot move: spin, then yield, then sleep. How long
-// it spins follows the communicator's recent waits (core/wait_history.h), when it has a history.
+// it spins follows the communicator's recent waits (core/run/wait_history.h), when it has a history.
 class IdleWaiter {
  public:
   IdleWaiter(int64_t spinNs, bool yieldWhileSpinning, WaitHistory* history = nullptr)

@@ -1,4 +1,4 @@
-#include "core/state_exchange.h"
+#include "core/observe/state_exchange.h"
 
 #include <algorithm>
 #include <atomic>

@@ -8,7 +8,7 @@
 
 #include "base/log.h"
 #include "base/settings.h"
-#include "core/api_result.h"
+#include "core/api/api_result.h"
 
 using namespace loom;
 

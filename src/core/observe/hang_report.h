@@ -1,5 +1,5 @@
 // The job-wide hang report: every reachable rank's state (loomCommDumpState's JSON: its flight record,
-// core/flight_record.h) lined up by operation number. It names the oldest operation not finished on
+// core/observe/flight_record.h) lined up by operation number. It names the oldest operation not finished on
 // every rank, the ranks that never entered it (the ones the others wait for), the ranks waiting in it,
 // ranks whose operation at that number differs (another collective, count, datatype or root: a
 // mismatch that hangs), the errors ranks recorded, and the ranks whose state could not be read.

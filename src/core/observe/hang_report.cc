@@ -1,4 +1,4 @@
-#include "core/hang_report.h"
+#include "core/observe/hang_report.h"
 
 #include <algorithm>
 #include <map>

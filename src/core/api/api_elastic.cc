@@ -10,7 +10,7 @@
 
 #include "base/socket.h"
 #include "bootstrap/unique_id.h"
-#include "core/api_result.h"
+#include "core/api/api_result.h"
 #include "core/communicator.h"
 
 using namespace loom;

@@ -3,7 +3,7 @@
 // loomInvalidUsage describing both sides, before any data moves, instead of a hang or corruption.
 #pragma once
 
-#include "core/operation.h"
+#include "core/run/operation.h"
 
 namespace loom {
 

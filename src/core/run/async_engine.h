@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/executor.h"
+#include "core/run/executor.h"
 #include "device/operation_gate.h"
 
 struct loomComm;

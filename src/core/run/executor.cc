@@ -1,4 +1,4 @@
-#include "core/executor.h"
+#include "core/run/executor.h"
 
 #include <sched.h>
 

@@ -1,4 +1,4 @@
-#include "core/signature_check.h"
+#include "core/observe/signature_check.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "core/net_lanes.h"
+#include "core/run/net_lanes.h"
 
 #include "transport/net/fifo_proxy.h"
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "algorithms/builders.h"
-#include "core/executor.h"
-#include "core/operation.h"
+#include "core/run/executor.h"
+#include "core/run/operation.h"
 
 namespace loom {
 

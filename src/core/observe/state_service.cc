@@ -1,4 +1,4 @@
-#include "core/state_service.h"
+#include "core/observe/state_service.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -25,7 +25,7 @@
 #include "base/log.h"
 #include "base/settings.h"
 #include "core/communicator.h"
-#include "core/hang_report.h"
+#include "core/observe/hang_report.h"
 
 namespace loom {
 namespace {
@@ -51,7 +51,7 @@ void onDumpSignal(int) {
   errno = saved;
 }
 
-// The report of states gathered for `book` (why[r]: why rank r's is missing), as jobReportJson says.
+// The report of states gathered for `book` (why[r]: why rank r's is missing), as hangReportJson says.
 nlohmann::ordered_json reportJson(const StateAddressBook& book, const std::vector<std::string>& states,
                                   const std::vector<std::string>& why) {
   std::string text, json;
@@ -77,7 +77,7 @@ nlohmann::ordered_json reportJson(const StateAddressBook& book, const std::vecto
 
 // The job-wide report of `book`'s communicator, gathered by `deadline`: {"job", "comm", "text",
 // "report" (loomHangReport's JSON), "unreachable_why": {rank: reason}}.
-nlohmann::ordered_json jobReportJson(const StateAddressBook& book, Deadline deadline) {
+nlohmann::ordered_json hangReportJson(const StateAddressBook& book, Deadline deadline) {
   std::vector<std::string> why;
   const std::vector<std::string> states = gatherStates(book, deadline, &why);
   return reportJson(book, states, why);
@@ -350,7 +350,7 @@ class Service {
         if (books.empty()) {
           answer["error"] = "this process serves no communicator of job " + j.value("job", "");
         } else {
-          answer = jobReportJson(books[0], Deadline::afterMs(kRequestGatherMs));
+          answer = hangReportJson(books[0], Deadline::afterMs(kRequestGatherMs));
         }
       } else {
         answer["error"] = "unknown request '" + what + "' (list, report)";
@@ -364,7 +364,7 @@ class Service {
 
   void logReportsOnSignal() {
     for (const StateAddressBook& book : booksByJob("")) {
-      const nlohmann::ordered_json report = jobReportJson(book, Deadline::afterMs(kRequestGatherMs));
+      const nlohmann::ordered_json report = hangReportJson(book, Deadline::afterMs(kRequestGatherMs));
       // Asked for: written whatever LOOM_DEBUG says.
       logWrite(LogLevel::Warn, LogSubsys::Init,
                fmt::format("{} rank {}: on signal {}, the job's state:\n{}", book.comm, book.rank,

@@ -16,7 +16,7 @@
 
 #include "base/socket.h"
 #include "base/status.h"
-#include "core/state_exchange.h"
+#include "core/observe/state_exchange.h"
 
 struct loomComm;
 
