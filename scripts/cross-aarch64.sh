@@ -21,10 +21,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # The library alone: CUDA, UCX, verbs, MPI and torch are features of their own, built where they exist.
-# Without precompiled headers (-Db_pch=false): every source must then include what it uses, which the
-# other builds (src/pch/library.h) would not notice.
+# One object per source and no precompiled header (-Dunity=off -Db_pch=false): every source must then
+# include what it uses, which the other builds (batched sources, src/pch/library.h) would not notice.
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --cross-file scripts/cross/aarch64-linux-gnu.ini --buildtype=release -Db_pch=false \
+  meson setup "$build" --cross-file scripts/cross/aarch64-linux-gnu.ini --buildtype=release -Dunity=off -Db_pch=false \
     -Dcuda=disabled -Ducx=disabled -Dibverbs=disabled -Dmpi=disabled -Dtorch=disabled -Dtests=false >/dev/null
 fi
 ninja -C "$build" libloom.so

@@ -114,49 +114,32 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "gpu_arch"))
   rm -rf "$out"
 }
 
-# For each of the kit's packages with headers, the object of $build that includes them with the fewest
-# other headers (the quickest to compile), from ninja's record of each object's headers.
+# Objects of $build that together include the headers of each of the kit's packages with headers: a
+# few (each covers as many packages as it can, the one with the fewest headers of those), from ninja's
+# record of each object's headers.
 objects_using_the_kit() {
-  ninja -C "$build" -t deps | awk -v spec="$(for p in "${!package_headers[@]}"; do printf '%s=%s ' "$p" "${package_headers[$p]}"; done)" '
-    BEGIN { n = split(spec, items, " "); for (i = 1; i <= n; i++) { split(items[i], kv, "="); where[kv[1]] = kv[2] } }
-    /^[^ ].*: #deps/ { object = $1; sub(/:$/, "", object); count[object] = $3 + 0; next }
-    /^    / { for (p in where) if (index($1, where[p]) == 1) uses[p, object] = 1 }
-    END {
-      for (p in where) {
-        best = ""
-        for (key in uses) { split(key, k, SUBSEP); if (k[1] == p && (best == "" || count[k[2]] < count[best])) best = k[2] }
-        if (best == "") { print "gpu-kit: no object of the build includes " p "'"'"'s headers (build its tests: ninja -C the build)" > "/dev/stderr"; exit 1 }
-        print best
-      }
-    }' | sort -u
-}
-
-# The system's copies of the kit's packages (and every other pkg-config file) are hidden by mounting
-# empty files and folders over them, in a private mount namespace, so the build can only use the kit.
-hide_system_packages() {
-  local empty_dir empty_file path arch
-  empty_dir="$(mktemp -d)"
-  empty_file="$(mktemp)"
-  arch="$(dpkg --print-architecture)"
-  for p in "${packages[@]}"; do
-    [ "$p" = libudev1 ] && continue  # the system's own run-time library, present on the GPU machine too
-    # The native package: with another architecture's copy installed too (scripts/cross-aarch64.sh), a
-    # bare name is ambiguous to dpkg; packages for all architectures have no qualified name.
-    { dpkg -L "$p:$arch" 2>/dev/null || dpkg -L "$p" 2>/dev/null || true; } | while read -r path; do
-      case "$path" in
-        /usr/include/*|/usr/lib/x86_64-linux-gnu/lib*|/usr/bin/*pkg*) [ -f "$path" ] && ! [ -L "$path" ] && mount --bind "$empty_file" "$path" ;;
-      esac
-      true
-    done
-  done
-  for dir in /usr/include/hwloc /usr/include/fmt /usr/include/nlohmann /usr/include/gtest /usr/include/gmock \
-             /usr/include/CLI /usr/lib/x86_64-linux-gnu/pkgconfig /usr/share/pkgconfig /usr/lib/pkgconfig; do
-    [ -d "$dir" ] && mount --bind "$empty_dir" "$dir"
-  done
-  if pkg-config --exists hwloc 2>/dev/null || [ -s /usr/include/hwloc.h ] || [ -s /usr/lib/x86_64-linux-gnu/libhwloc.so.15 ]; then
-    echo "gpu-kit: the system's hwloc is still visible" >&2
-    return 1
-  fi
+  local p roots=()
+  for p in "${!package_headers[@]}"; do roots+=("$p=${package_headers[$p]}"); done
+  ninja -C "$build" -t deps | python3 -c '
+import sys
+where = dict(item.split("=", 1) for item in sys.argv[1:])
+uses, count, obj = {}, {}, None
+for line in sys.stdin:
+    if not line.startswith(" ") and ": #deps" in line:
+        obj = line.split(":")[0]
+        count[obj] = int(line.split("#deps")[1].split(",")[0])
+        uses[obj] = set()
+    elif obj and line.startswith("    "):
+        uses[obj].update(p for p, root in where.items() if line.strip().startswith(root))
+left, chosen = set(where), []
+while left:
+    best = max(uses, key=lambda o: (len(uses[o] & left), -count[o]), default=None)
+    if best is None or not uses[best] & left:
+        sys.exit("gpu-kit: no object of the build includes the headers of " + " ".join(sorted(left)) +
+                 " (build its tests: ninja -C the build)")
+    chosen.append(best)
+    left -= uses[best]
+print(" ".join(chosen))' "${roots[@]}"
 }
 
 # In the namespace: Loom configured and its sources that use each package compiled from the kit alone;
@@ -167,9 +150,12 @@ check_inside() {
   hide_system_packages
   # shellcheck disable=SC1091
   source "$kit/env.sh"
-  local kit_build=build-gpu-kit
+  local kit_build=build-gpu-kit unity
+  # Configured as $build is where object names depend on it (sources batched or not).
+  unity="$(meson introspect "$build" --buildoptions | python3 -c 'import json, sys
+print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "unity"))')"
   rm -rf "$kit_build"
-  meson setup "$kit_build" --buildtype=release -Dcuda=enabled >"$kit/build-setup.log" 2>&1 ||
+  meson setup "$kit_build" --buildtype=release -Dcuda=enabled -Dunity="$unity" >"$kit/build-setup.log" 2>&1 ||
     { tail -30 "$kit/build-setup.log"; return 1; }
   grep -iE 'Run-time dependency (hwloc|fmt|nlohmann_json|pugixml|CLI11|gtest).*(YES|NO)' "$kit/build-setup.log"
   # shellcheck disable=SC2086

@@ -4,6 +4,7 @@ set -euo pipefail
 
 packages=(g++ meson ninja-build ccache pkg-config libhwloc-dev hwloc libfmt-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev libpugixml-dev python3 python3-pip
+          universal-ctags  # scripts/unity_check.py reads the unity batches
           libucx-dev mpich libmpich-dev iproute2 util-linux  # ucx provider, MPI example, multi-host test bed
           libibverbs-dev)  # ib provider's header (libibverbs itself is loaded at run time)
 

@@ -14,6 +14,10 @@ namespace loom {
 
 struct JobTopology;
 
+// Microseconds to move `bytes` at `gbs` (GB/s = 1e9 bytes/s); 0 at a rate of 0, which the model reads
+// as free (copyGbs's default).
+inline double transferUs(double bytes, double gbs) { return gbs > 0 ? bytes / (gbs * 1e3) : 0.0; }
+
 struct MachineModel {
   int nranks = 1;
   int ranksPerNode = 0;          // ranks of node i are i*ranksPerNode .. ; 0 (or >= nranks): one node

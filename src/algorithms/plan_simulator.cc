@@ -7,9 +7,6 @@
 namespace loom {
 namespace {
 
-// Microseconds to move `bytes` at `gbs` (1e9 bytes/s).
-inline double transferUs(double bytes, double gbs) { return bytes / (gbs * 1e3); }
-
 struct SimStep {
   int32_t in = -1;   // connection consumed, -1: none
   int32_t out = -1;  // connection fed, -1: none
@@ -57,7 +54,7 @@ class Simulator {
       const double start = ev.time;
       double end = start;
       if (engineCost) {
-        const double work = m_.stepUs + (m_.copyGbs > 0 ? transferUs(step.bytes, m_.copyGbs) : 0.0);
+        const double work = m_.stepUs + transferUs(step.bytes, m_.copyGbs);
         end = std::max(start, engine[lane.rank]) + work;
         engine[lane.rank] = end;
         engineLoad[lane.rank] += work;

@@ -3,12 +3,6 @@
 #include <algorithm>
 
 namespace loom {
-namespace {
-
-// Microseconds to move `bytes` at `gbs` GB/s (1 GB/s is 1000 bytes per microsecond); 0 when free.
-double transferUs(uint64_t bytes, double gbs) { return gbs > 0 ? static_cast<double>(bytes) / (gbs * 1e3) : 0.0; }
-
-}  // namespace
 
 double predictPointToPointUs(const MachineModel& machine, int rank, std::span<const P2pOp> ops, size_t elemSize,
                              uint64_t chunkBytes) {

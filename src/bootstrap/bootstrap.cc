@@ -7,10 +7,6 @@
 
 namespace loom {
 
-namespace {
-constexpr int kHelloTimeoutMs = 2000;
-}
-
 Hello Bootstrap::makeHello(HelloKind kind, int tag) const {
   Hello h;
   std::memcpy(h.secret, id_.secret, kSecretBytes);

@@ -11,8 +11,6 @@
 namespace loom {
 namespace {
 
-constexpr int kHelloTimeoutMs = 2000;  // a client that connects must say hello this quickly
-
 struct Joined {
   Socket socket;
   RankInfo info;

@@ -10,17 +10,6 @@
 
 using namespace loom::compat;
 
-namespace {
-
-loomUniqueId toLoom(const ncclUniqueId& id) {
-  static_assert(sizeof(loomUniqueId) == sizeof(ncclUniqueId));
-  loomUniqueId out;
-  std::memcpy(&out, &id, sizeof out);
-  return out;
-}
-
-}  // namespace
-
 LOOM_NCCL_EXPORT ncclResult_t pncclGetVersion(int* version) {
   if (!version) return fail(ncclInvalidArgument, "ncclGetVersion: version is NULL");
   *version = kServedNcclVersion;

@@ -37,3 +37,5 @@ ncclResult_t readConfig(const ncclConfig_t* config, loomConfig_t* out) {
 }
 
 }  // namespace loom::compat
+
+#undef LOOM_CONFIG_HAS  // unity builds: the sources compiled after this one do not see it

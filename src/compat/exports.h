@@ -3,6 +3,8 @@
 // everything else in the library stays hidden.
 #pragma once
 
+#include <cstring>
+
 #include "compat/nccl_abi.h"
 #include "loom.h"
 
@@ -21,5 +23,12 @@ inline ncclComm_t toNccl(loomComm_t c) { return reinterpret_cast<ncclComm_t>(c);
 inline loomDataType_t toLoom(ncclDataType_t t) { return static_cast<loomDataType_t>(t); }
 inline loomRedOp_t toLoom(ncclRedOp_t op) { return static_cast<loomRedOp_t>(op); }
 inline loomStream_t toLoom(cudaStream_t s) { return reinterpret_cast<loomStream_t>(s); }
+inline loomParamHandle_t toLoom(ncclParamHandle_t h) { return reinterpret_cast<loomParamHandle_t>(h); }
+inline loomUniqueId toLoom(const ncclUniqueId& id) {
+  static_assert(sizeof(loomUniqueId) == sizeof(ncclUniqueId));
+  loomUniqueId out;
+  std::memcpy(&out, &id, sizeof out);
+  return out;
+}
 
 }  // namespace loom::compat

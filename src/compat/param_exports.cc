@@ -4,10 +4,6 @@
 
 using namespace loom::compat;
 
-namespace {
-loomParamHandle_t toLoom(ncclParamHandle_t h) { return reinterpret_cast<loomParamHandle_t>(h); }
-}  // namespace
-
 LOOM_NCCL_EXPORT ncclResult_t pncclParamBind(ncclParamHandle_t* out, const char* key) {
   forgetError();
   return toNccl(loomParamBind(reinterpret_cast<loomParamHandle_t*>(out), key));
@@ -51,3 +47,5 @@ LOOM_NCCL_ALIAS(ncclParamGetAllParameterKeys)
 
 LOOM_NCCL_EXPORT void pncclParamDumpAll(void) { loomParamDumpAll(); }
 LOOM_NCCL_ALIAS(ncclParamDumpAll)
+
+#undef LOOM_NCCL_PARAM_GETTER  // unity builds: the sources compiled after this one do not see it

@@ -6,14 +6,9 @@
 #include <cstring>
 
 #include "device/memory_kind.h"
+#include "kernels/cuda/device_plan_layout.h"
 
 namespace loom::device {
-namespace {
-
-constexpr size_t kLine = 128;  // a counter's own line (cuda::DeviceFifoCounter)
-size_t alignLine(size_t n) { return (n + kLine - 1) / kLine * kLine; }
-
-}  // namespace
 
 Status NetLaneFifos::allocate(int device, NetLanes::Slots slots, const std::vector<bool>& netPeers,
                               uint32_t nchannels, uint32_t laneChannels, uint32_t nslots, size_t slotBytes,
@@ -21,11 +16,11 @@ Status NetLaneFifos::allocate(int device, NetLanes::Slots slots, const std::vect
   out->reset();
   std::unique_ptr<NetLaneFifos> f(new NetLaneFifos());
   f->device_ = device;
-  slotBytes = alignLine(slotBytes);
+  slotBytes = cuda::alignToFifoLine(slotBytes);
   size_t fifos = 0;
   for (bool net : netPeers) fifos += net ? 2 * laneChannels : 0;
   const bool slotsOnGpu = slots != NetLanes::Slots::HostPinned;
-  const size_t counterBytes = 2 * kLine + alignLine(nslots * sizeof(uint64_t));
+  const size_t counterBytes = 2 * cuda::kFifoLine + cuda::alignToFifoLine(nslots * sizeof(uint64_t));
   const size_t slotRegion = static_cast<size_t>(nslots) * slotBytes;
   f->hostBytes_ = std::max<size_t>(1, fifos * (counterBytes + (slotsOnGpu ? 0 : slotRegion)));
   void* host = nullptr;
@@ -56,8 +51,8 @@ Status NetLaneFifos::allocate(int device, NetLanes::Slots slots, const std::vect
   auto carve = [&]() {
     cuda::DeviceFifo fifo;
     fifo.tail = reinterpret_cast<uint64_t*>(nextHost);
-    fifo.head = reinterpret_cast<uint64_t*>(nextHost + kLine);
-    fifo.sizes = reinterpret_cast<uint64_t*>(nextHost + 2 * kLine);
+    fifo.head = reinterpret_cast<uint64_t*>(nextHost + cuda::kFifoLine);
+    fifo.sizes = reinterpret_cast<uint64_t*>(nextHost + 2 * cuda::kFifoLine);
     nextHost += counterBytes;
     if (slotsOnGpu) {
       fifo.slots = nextGpu;

@@ -14,8 +14,6 @@
 namespace loom::device {
 namespace {
 
-constexpr size_t kLine = 128;  // a counter's own line (DeviceFifoCounter)
-
 // A setup step on one rank (rounds 2 and 3, the network lanes' start): whether it worked, and why not.
 struct Verdict {
   uint32_t ok = 0;
@@ -28,8 +26,6 @@ struct BlockOffer {
   uint64_t address = 0;         // the block in its own process (used by ranks of the same process)
   cudaIpcMemHandle_t handle{};  // the block, for other processes (set only when one needs it)
 };
-
-size_t alignLine(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 
 template <size_t N>
 void setWhy(char (&why)[N], const std::string& text) {
@@ -131,8 +127,8 @@ P2pFifos::~P2pFifos() {
 // One FIFO's region: tail and head on their own lines, the size words, the direct-mode posts, the slots,
 // the low-latency slots (zeroed with the rest: no flag is 0).
 size_t P2pFifos::regionBytes() const {
-  return 2 * kLine + alignLine(options_.nslots * sizeof(uint64_t)) +
-         alignLine(options_.nslots * sizeof(cuda::DeviceDirectPost)) + options_.nslots * options_.slotBytes +
+  return 2 * cuda::kFifoLine + cuda::alignToFifoLine(options_.nslots * sizeof(uint64_t)) +
+         cuda::alignToFifoLine(options_.nslots * sizeof(cuda::DeviceDirectPost)) + options_.nslots * options_.slotBytes +
          options_.nslots * cuda::kLowLatencySlotBytes;
 }
 
@@ -154,13 +150,13 @@ void P2pFifos::adoptNetFifos(const NetLaneTables& tables) {
 
 cuda::DeviceFifo P2pFifos::fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel, bool withPosts) const {
   char* region = ownerBlock + regionOffset(owner, sender, channel);
-  const size_t postsAt = 2 * kLine + alignLine(options_.nslots * sizeof(uint64_t));
+  const size_t postsAt = 2 * cuda::kFifoLine + cuda::alignToFifoLine(options_.nslots * sizeof(uint64_t));
   cuda::DeviceFifo f;
   f.tail = reinterpret_cast<uint64_t*>(region);
-  f.head = reinterpret_cast<uint64_t*>(region + kLine);
-  f.sizes = reinterpret_cast<uint64_t*>(region + 2 * kLine);
+  f.head = reinterpret_cast<uint64_t*>(region + cuda::kFifoLine);
+  f.sizes = reinterpret_cast<uint64_t*>(region + 2 * cuda::kFifoLine);
   if (withPosts) f.posts = reinterpret_cast<cuda::DeviceDirectPost*>(region + postsAt);
-  f.slots = region + postsAt + alignLine(options_.nslots * sizeof(cuda::DeviceDirectPost));
+  f.slots = region + postsAt + cuda::alignToFifoLine(options_.nslots * sizeof(cuda::DeviceDirectPost));
   f.slotBytes = options_.slotBytes;
   f.nslots = options_.nslots;
   f.lowLatencySlots = f.slots + options_.nslots * options_.slotBytes;  // GPU memory: 8-byte stores land whole
@@ -195,7 +191,7 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
   f->nranks_ = exchange.nranks();
   f->device_ = device;
   f->options_ = options;
-  f->options_.slotBytes = alignLine(options.slotBytes);
+  f->options_.slotBytes = cuda::alignToFifoLine(options.slotBytes);
   DeviceScope scope(device);
   const ProcessIdentity& self = processes[f->rank_];
 

@@ -52,4 +52,13 @@ std::optional<std::string> cpuListToNcclMask(const std::string& list, size_t min
   return mask;
 }
 
+std::optional<std::set<int>> parseCpuList(const std::string& list) {
+  Bitmap bits(hwloc_bitmap_alloc());
+  if (!bits || list.empty() || hwloc_bitmap_list_sscanf(bits.get(), list.c_str()) != 0) return std::nullopt;
+  if (hwloc_bitmap_weight(bits.get()) < 0) return std::nullopt;
+  std::set<int> cpus;
+  for (int c = hwloc_bitmap_first(bits.get()); c >= 0; c = hwloc_bitmap_next(bits.get(), c)) cpus.insert(c);
+  return cpus;
+}
+
 }  // namespace loom

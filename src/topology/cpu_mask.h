@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 
 namespace loom {
@@ -12,5 +13,7 @@ std::optional<std::string> ncclMaskToCpuList(const std::string& mask);
 // "0-15" -> "0000ffff" (NCCL's layout), padded with zero words to at least `minWords` words (NCCL sizes
 // every mask of a machine alike); nullopt when the text is not a CPU list.
 std::optional<std::string> cpuListToNcclMask(const std::string& list, size_t minWords = 1);
+// "0-3,8,10-11" -> {0, 1, 2, 3, 8, 10, 11}; nullopt when the text is not a finite CPU list.
+std::optional<std::set<int>> parseCpuList(const std::string& list);
 
 }  // namespace loom

@@ -7,37 +7,21 @@
 #include <map>
 #include <set>
 
+#include "topology/cpu_mask.h"
 #include "topology/hardware.h"
 
 namespace loom {
 namespace {
 
-// "0-3,8,10-11" -> {0, 1, 2, 3, 8, 10, 11}; malformed pieces are skipped (a CPU list is advisory here).
-std::set<int> parseCpuList(const std::string& list) {
-  std::set<int> cpus;
-  size_t at = 0;
-  while (at < list.size()) {
-    size_t end = list.find(',', at);
-    if (end == std::string::npos) end = list.size();
-    const std::string piece = list.substr(at, end - at);
-    int lo = 0, hi = 0;
-    if (std::sscanf(piece.c_str(), "%d-%d", &lo, &hi) == 2 && lo <= hi)
-      for (int c = lo; c <= hi; ++c) cpus.insert(c);
-    else if (std::sscanf(piece.c_str(), "%d", &lo) == 1)
-      cpus.insert(lo);
-    at = end + 1;
-  }
-  return cpus;
-}
-
 // The NUMA node holding most of `cpuList`'s CPUs, -1 when no CPU node of the graph holds any.
 int numaOfCpus(const SystemGraph& host, const std::string& cpuList) {
-  const std::set<int> mine = parseCpuList(cpuList);
+  // A CPU list is advisory here: a malformed one holds no CPU.
+  const std::set<int> mine = parseCpuList(cpuList).value_or(std::set<int>{});
   int best = -1;
   size_t bestShared = 0;
   for (int id : host.cpus()) {
     size_t shared = 0;
-    for (int c : parseCpuList(host.node(id).cpuList)) shared += mine.count(c);
+    for (int c : parseCpuList(host.node(id).cpuList).value_or(std::set<int>{})) shared += mine.count(c);
     if (shared > bestShared) best = host.node(id).numaId, bestShared = shared;
   }
   return best;

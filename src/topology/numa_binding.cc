@@ -6,28 +6,24 @@
 #include <unistd.h>
 
 #include <climits>
-#include <sstream>
 
 #include "base/settings.h"
 #include "base/log.h"
+#include "topology/cpu_mask.h"
 
 namespace loom {
 namespace {
 
 constexpr int kMpolPreferred = 1;  // <linux/mempolicy.h>: this node first, others when it is full
 
-// "0-3,8" -> set; false when the text is not a CPU list.
-bool parseCpuList(const std::string& list, cpu_set_t* set) {
+// "0-3,8" -> set; false when the text is not a CPU list or names a CPU past the set's size.
+bool cpuSetOf(const std::string& list, cpu_set_t* set) {
   CPU_ZERO(set);
-  std::stringstream in(list);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    const long lo = std::strtol(item.c_str(), &end, 10);
-    long hi = lo;
-    if (*end == '-') hi = std::strtol(end + 1, &end, 10);
-    if (item.empty() || *end != '\0' || lo < 0 || hi < lo || hi >= CPU_SETSIZE) return false;
-    for (long c = lo; c <= hi; ++c) CPU_SET(static_cast<int>(c), set);
+  const std::optional<std::set<int>> cpus = parseCpuList(list);
+  if (!cpus) return false;
+  for (int c : *cpus) {
+    if (c >= CPU_SETSIZE) return false;
+    CPU_SET(c, set);
   }
   return true;
 }
@@ -64,7 +60,7 @@ NumaBinding NumaBinding::forNode(const SystemGraph& host, int numaId) {
   for (int id : host.cpus())
     if (host.node(id).numaId == numaId) node = &host.node(id);
   cpu_set_t nodeCpus, allowed, cpus;
-  if (!node || !parseCpuList(node->cpuList, &nodeCpus)) {
+  if (!node || !cpuSetOf(node->cpuList, &nodeCpus)) {
     b.reason_ = fmt::format("NUMA node {} has no CPU list in this machine's graph", numaId);
     return b;
   }
@@ -84,7 +80,7 @@ NumaBinding NumaBinding::forNode(const SystemGraph& host, int numaId) {
 void NumaBinding::bindThisThread() const {
   if (!active()) return;
   cpu_set_t cpus;
-  if (!parseCpuList(cpuList_, &cpus) || pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0)
+  if (!cpuSetOf(cpuList_, &cpus) || pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0)
     LOOM_INFO(Init, "could not bind a thread to CPUs {} of NUMA node {}; it runs where it was", cpuList_, node_);
 }
 

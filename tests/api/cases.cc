@@ -472,3 +472,5 @@ std::vector<Case> buildCases(const MatrixSpec& spec, int nranks) {
 }
 
 }  // namespace loomtest
+
+#undef LT_CASE_CALL  // unity builds: the sources compiled after this one do not see it

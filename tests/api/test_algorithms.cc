@@ -87,7 +87,7 @@ TEST_P(ForcedAlgorithm, ForcedAlgorithmRuns) {
   }
 }
 
-std::vector<AlgoParam> params() {
+std::vector<AlgoParam> algorithmParams() {
   // Rank counts: 1, a pair, odd ones (uneven trees and splits) and a power of two; fewer over the
   // slower launches to keep the run short.
   const std::vector<std::pair<const char*, std::vector<int>>> transports =
@@ -106,7 +106,7 @@ std::vector<AlgoParam> params() {
   return v;
 }
 
-std::string paramName(const ::testing::TestParamInfo<AlgoParam>& info) {
+std::string algorithmParamName(const ::testing::TestParamInfo<AlgoParam>& info) {
   const AlgoParam& p = info.param;
   std::string name = std::string(p.algo) + "_" + (*p.transport ? p.transport : "default") + "_n" +
                      std::to_string(p.nranks);
@@ -115,7 +115,7 @@ std::string paramName(const ::testing::TestParamInfo<AlgoParam>& info) {
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Algorithms, ForcedAlgorithm, ::testing::ValuesIn(params()), paramName);
+INSTANTIATE_TEST_SUITE_P(Algorithms, ForcedAlgorithm, ::testing::ValuesIn(algorithmParams()), algorithmParamName);
 
 }  // namespace
 }  // namespace loomtest

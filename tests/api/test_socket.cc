@@ -33,21 +33,21 @@ TEST_P(Socket, EveryRoot) {
        .everyRoot = true});
 }
 
-std::vector<SocketParam> params(Launch launch) {
+std::vector<SocketParam> socketParams(Launch launch) {
   std::vector<SocketParam> v;
   for (int n : rankCounts(maxRanks(launch))) v.push_back({launch, n});
   return v;
 }
 
-std::string paramName(const ::testing::TestParamInfo<SocketParam>& info) {
+std::string socketParamName(const ::testing::TestParamInfo<SocketParam>& info) {
   std::string name = "n";
   name += std::to_string(info.param.nranks);
   return name;
 }
 
 // Both launches in one binary; each meson test runs one of them (tests/api/meson.build).
-INSTANTIATE_TEST_SUITE_P(Processes, Socket, ::testing::ValuesIn(params(Launch::Processes)), paramName);
-INSTANTIATE_TEST_SUITE_P(Threads, Socket, ::testing::ValuesIn(params(Launch::Threads)), paramName);
+INSTANTIATE_TEST_SUITE_P(Processes, Socket, ::testing::ValuesIn(socketParams(Launch::Processes)), socketParamName);
+INSTANTIATE_TEST_SUITE_P(Threads, Socket, ::testing::ValuesIn(socketParams(Launch::Threads)), socketParamName);
 
 }  // namespace
 }  // namespace loomtest

@@ -463,3 +463,5 @@ TEST(SeveralHostsErrors, ABadFileOnOneRankFailsEveryRank) {
 
 }  // namespace
 }  // namespace loomtest
+
+#undef FIXTURE_OR_SKIP  // unity builds: the sources compiled after this one do not see it

@@ -38,21 +38,21 @@ TEST_P(TransportThreads, EveryRoot) {
        .everyRoot = true});
 }
 
-std::vector<TransportParam> params(Launch launch, const char* transport) {
+std::vector<TransportParam> transportParams(Launch launch, const char* transport) {
   std::vector<TransportParam> v;
   for (int n : rankCounts(maxRanks(Launch::Threads))) v.push_back({launch, transport, n});
   return v;
 }
 
-std::string paramName(const ::testing::TestParamInfo<TransportParam>& info) {
+std::string transportParamName(const ::testing::TestParamInfo<TransportParam>& info) {
   std::string name = "n";
   name += std::to_string(info.param.nranks);
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shm, TransportThreads, ::testing::ValuesIn(params(Launch::Threads, "shm")), paramName);
-INSTANTIATE_TEST_SUITE_P(InitAll, TransportThreads, ::testing::ValuesIn(params(Launch::ThreadsInitAll, "")),
-                         paramName);
+INSTANTIATE_TEST_SUITE_P(Shm, TransportThreads, ::testing::ValuesIn(transportParams(Launch::Threads, "shm")), transportParamName);
+INSTANTIATE_TEST_SUITE_P(InitAll, TransportThreads, ::testing::ValuesIn(transportParams(Launch::ThreadsInitAll, "")),
+                         transportParamName);
 
 }  // namespace
 }  // namespace loomtest

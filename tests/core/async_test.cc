@@ -133,7 +133,9 @@ TEST(Async, AbortWithOperationsInFlightReleasesEveryRank) {
     for (auto& b : bufs) {
       // A survivor may already have seen the abort: then the call is refused, naming it.
       const loomResult_t queued = loomAllReduce(b.data(), b.data(), count, loomFloat32, loomSum, comm, nullptr);
-      if (rank == 0) ASSERT_EQ(queued, loomSuccess);
+      if (rank == 0) {
+        ASSERT_EQ(queued, loomSuccess);
+      }
       if (queued != loomSuccess) {
         const std::string why = loomGetLastError(comm);
         EXPECT_TRUE(why.find("abort") != std::string::npos || why.find("rank 0") != std::string::npos) << why;
@@ -148,7 +150,9 @@ TEST(Async, AbortWithOperationsInFlightReleasesEveryRank) {
     uint64_t last = 0;
     ASSERT_EQ(loomCommLastOpId(comm, &last), loomSuccess);
     const loomResult_t waited = loomCommWaitOp(comm, last, -1);
-    if (waited != loomSuccess) EXPECT_NE(std::string(loomGetLastError(comm)), "") << "rank " << rank;
+    if (waited != loomSuccess) {
+      EXPECT_NE(std::string(loomGetLastError(comm)), "") << "rank " << rank;
+    }
     EXPECT_EQ(loomCommDestroy(comm), loomSuccess);
   }, CommOwner::Body);
 }

@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "fork_ranks.h"
+#include "seconds_since.h"
 #include "thread_ranks.h"
 #include "loom.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr size_t kCount = 1003;  // elements: not a multiple of anything the library cuts by
 
@@ -55,7 +55,7 @@ struct Cycles {
   int cycles = 1;
 };
 
-void report(const Cycles& c, const std::string& what) {
+void reportToTest(const Cycles& c, const std::string& what) {
   std::ofstream(c.dir + "/report-" + std::to_string(getpid()), std::ios::app) << what << "\n";
 }
 
@@ -86,7 +86,7 @@ void leaveId(const Cycles& c, int cycle, const loomUniqueId& id) {
     }
     const std::string error = loomGetLastError(comm);
     if (res == loomSuccess || error.find("rank " + std::to_string(victim)) == std::string::npos) {
-      report(c, "cycle " + std::to_string(cycle) + ": rank " + std::to_string(rank) + " saw no error naming rank " +
+      reportToTest(c, "cycle " + std::to_string(cycle) + ": rank " + std::to_string(rank) + " saw no error naming rank " +
                     std::to_string(victim) + " after " + std::to_string(steps) + " steps: " + error);
       _exit(20);
     }
@@ -94,42 +94,42 @@ void leaveId(const Cycles& c, int cycle, const loomUniqueId& id) {
     int excluded[] = {victim};
     loomComm_t smaller = nullptr;
     if (loomCommShrink(comm, excluded, 1, &smaller, nullptr, LOOM_SHRINK_ABORT) != loomSuccess) {
-      report(c, "cycle " + std::to_string(cycle) + ": shrink failed: " + loomGetLastError(comm));
+      reportToTest(c, "cycle " + std::to_string(cycle) + ": shrink failed: " + loomGetLastError(comm));
       _exit(21);
     }
     int smallRank = -1, smallCount = 0;
     loomCommUserRank(smaller, &smallRank);
     loomCommCount(smaller, &smallCount);
     if (smallCount != n - 1 || smallRank != (rank < victim ? rank : rank - 1)) {
-      report(c, "cycle " + std::to_string(cycle) + ": shrunk to rank " + std::to_string(smallRank) + " of " +
+      reportToTest(c, "cycle " + std::to_string(cycle) + ": shrunk to rank " + std::to_string(smallRank) + " of " +
                     std::to_string(smallCount));
       _exit(22);
     }
     if (const std::string wrong = checkedAllReduce(smaller); !wrong.empty()) {
-      report(c, "cycle " + std::to_string(cycle) + ": after shrinking: " + wrong);
+      reportToTest(c, "cycle " + std::to_string(cycle) + ": after shrinking: " + wrong);
       _exit(23);
     }
     if (smallRank == 0) {
       loomUniqueId id;
       if (loomCommGetUniqueId(smaller, &id) != loomSuccess) {
-        report(c, std::string("loomCommGetUniqueId: ") + loomGetLastError(smaller));
+        reportToTest(c, std::string("loomCommGetUniqueId: ") + loomGetLastError(smaller));
         _exit(24);
       }
       leaveId(c, cycle, id);
     }
     loomComm_t grown = nullptr;
     if (loomCommGrow(smaller, n, nullptr, -1, &grown, nullptr) != loomSuccess) {
-      report(c, "cycle " + std::to_string(cycle) + ": grow failed: " + loomGetLastError(smaller));
+      reportToTest(c, "cycle " + std::to_string(cycle) + ": grow failed: " + loomGetLastError(smaller));
       _exit(25);
     }
     if (const std::string wrong = checkedAllReduce(grown); !wrong.empty()) {
-      report(c, "cycle " + std::to_string(cycle) + ": after growing: " + wrong);
+      reportToTest(c, "cycle " + std::to_string(cycle) + ": after growing: " + wrong);
       _exit(26);
     }
     loomCommDestroy(smaller);
     loomCommDestroy(comm);
     comm = grown;
-    report(c, "cycle " + std::to_string(cycle) + ": error after " + std::to_string(detected) + " s");
+    reportToTest(c, "cycle " + std::to_string(cycle) + ": error after " + std::to_string(detected) + " s");
   }
   loomCommDestroy(comm);
   _exit(0);
@@ -141,11 +141,11 @@ void leaveId(const Cycles& c, int cycle, const loomUniqueId& id) {
   std::ifstream(c.dir + "/grow-" + std::to_string(cycle), std::ios::binary).read(reinterpret_cast<char*>(&id), sizeof id);
   loomComm_t comm = nullptr;
   if (loomCommGrow(nullptr, c.nranks, &id, c.nranks - 1, &comm, nullptr) != loomSuccess) {
-    report(c, std::string("replacement for cycle ") + std::to_string(cycle) + ": grow failed: " + loomGetLastError(nullptr));
+    reportToTest(c, std::string("replacement for cycle ") + std::to_string(cycle) + ": grow failed: " + loomGetLastError(nullptr));
     _exit(30);
   }
   if (const std::string wrong = checkedAllReduce(comm); !wrong.empty()) {
-    report(c, "replacement after growing: " + wrong);
+    reportToTest(c, "replacement after growing: " + wrong);
     _exit(31);
   }
   rankLife(c, comm, cycle + 1);

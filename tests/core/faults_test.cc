@@ -16,13 +16,12 @@
 #include <vector>
 
 #include "fork_ranks.h"
+#include "seconds_since.h"
 #include "loom.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);

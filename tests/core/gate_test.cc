@@ -20,7 +20,8 @@
 
 namespace {
 
-using namespace std::chrono_literals;
+using std::chrono_literals::operator""ms;
+using std::chrono_literals::operator""s;
 
 class TestGate final : public loom::device::OperationGate {
  public:

@@ -25,7 +25,9 @@ inline void runThreadRanks(int n, const loomConfig_t& config, const std::functio
       loomComm_t comm = nullptr;
       ASSERT_EQ(loomCommInitRankConfig(&comm, n, id, r, &mine), loomSuccess) << loomGetLastError(nullptr);
       body(r, comm);
-      if (owner == CommOwner::Helper) EXPECT_EQ(loomCommDestroy(comm), loomSuccess);
+      if (owner == CommOwner::Helper) {
+        EXPECT_EQ(loomCommDestroy(comm), loomSuccess);
+      }
     });
   for (auto& t : threads) t.join();
 }

@@ -18,8 +18,8 @@ namespace {
 using loom::cuda::kLowLatencyBytes;
 using loom::cuda::kLowLatencySlotBytes;
 
-constexpr unsigned char kUntouched = 0xEE;
-constexpr uint32_t kHeadStartMs = 200;
+constexpr unsigned char kNeverWritten = 0xEE;  // what a slot holds when nothing was ever written into it
+constexpr uint32_t kLateStartMs = 200;        // how long one side waits before it starts
 
 // Rank 0 sends `bytes` to rank 1 `messages` times (one lone send/receive per run, over the same mesh).
 struct SmallMessage {
@@ -31,7 +31,7 @@ struct SmallMessage {
   explicit SmallMessage(uint64_t n) : source(n), destination(n + 64, 0), bytes(n) {
     EXPECT_TRUE(loom::buildP2pPlan(2, 0, {{true, 1, n}}, kSlotBytes, &send).ok());
     EXPECT_TRUE(loom::buildP2pPlan(2, 1, {{false, 0, n}}, kSlotBytes, &recv).ok());
-    std::memset(mesh.view(0, 1, 0).slots, kUntouched, kSlots * kSlotBytes);
+    std::memset(mesh.view(0, 1, 0).slots, kNeverWritten, kSlots * kSlotBytes);
   }
 
   std::vector<loom::Status> run(uint32_t senderDelayMs, uint32_t receiverDelayMs, uint32_t workers = 1,
@@ -60,7 +60,7 @@ struct SmallMessage {
   bool regularSlotUntouched() const {
     const char* slot = mesh.view(0, 1, 0).slots;
     for (uint64_t i = 0; i < kSlots * kSlotBytes; ++i)
-      if (static_cast<unsigned char>(slot[i]) != kUntouched) return false;
+      if (static_cast<unsigned char>(slot[i]) != kNeverWritten) return false;
     return true;
   }
   uint64_t word(uint32_t slot, uint64_t i) const {
@@ -72,7 +72,7 @@ struct SmallMessage {
 TEST(LowLatency, SmallMessagesTravelAsFlaggedWords) {
   for (uint32_t receiverFirst : {0u, 1u}) {
     SmallMessage m(1001);  // not a whole number of words
-    const auto results = receiverFirst ? m.run(kHeadStartMs, 0) : m.run(0, kHeadStartMs);
+    const auto results = receiverFirst ? m.run(kLateStartMs, 0) : m.run(0, kLateStartMs);
     ASSERT_TRUE(results[0].ok()) << results[0].message();
     ASSERT_TRUE(results[1].ok()) << results[1].message();
     EXPECT_TRUE(m.received());
@@ -90,7 +90,7 @@ TEST(LowLatency, SmallMessagesTravelAsFlaggedWords) {
 TEST(LowLatency, EveryMessageOfASlotHasItsOwnFlag) {
   SmallMessage m(64);
   for (int i = 0; i < 2 * static_cast<int>(kSlots) + 1; ++i) {
-    const auto results = m.run(i % 2 ? kHeadStartMs / 4 : 0, i % 2 ? 0 : kHeadStartMs / 4);
+    const auto results = m.run(i % 2 ? kLateStartMs / 4 : 0, i % 2 ? 0 : kLateStartMs / 4);
     ASSERT_TRUE(results[0].ok() && results[1].ok()) << "message " << i << ": " << results[1].message();
     ASSERT_TRUE(m.received()) << "message " << i;
   }

@@ -17,7 +17,7 @@
 namespace loomgpu {
 namespace {
 
-constexpr size_t kCount = 100003;  // floats: not a multiple of anything the library cuts by
+constexpr size_t kElements = 100003;  // floats: not a multiple of anything the library cuts by
 
 // Allreduces the device buffer (rank r contributes (r + 1) * (i % 5 + 1)) over comm on stream and
 // checks every element; "" when right.
@@ -25,16 +25,16 @@ std::string checkedDeviceAllReduce(loomComm_t comm, DeviceBuffer& buf, cudaStrea
   int rank = -1, n = 0;
   loomCommUserRank(comm, &rank);
   loomCommCount(comm, &n);
-  std::vector<float> host(kCount);
-  for (size_t i = 0; i < kCount; ++i) host[i] = static_cast<float>((rank + 1) * (i % 5 + 1));
-  buf.upload(host.data(), kCount * sizeof(float));
+  std::vector<float> host(kElements);
+  for (size_t i = 0; i < kElements; ++i) host[i] = static_cast<float>((rank + 1) * (i % 5 + 1));
+  buf.upload(host.data(), kElements * sizeof(float));
   float* data = reinterpret_cast<float*>(buf.data());
-  if (loomAllReduce(data, data, kCount, loomFloat32, loomSum, comm, stream) != loomSuccess)
+  if (loomAllReduce(data, data, kElements, loomFloat32, loomSum, comm, stream) != loomSuccess)
     return std::string("allreduce: ") + loomGetLastError(comm);
   cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   const std::vector<uint8_t> out = buf.download();
-  std::memcpy(host.data(), out.data(), kCount * sizeof(float));
-  for (size_t i = 0; i < kCount; ++i)
+  std::memcpy(host.data(), out.data(), kElements * sizeof(float));
+  for (size_t i = 0; i < kElements; ++i)
     if (host[i] != static_cast<float>(n * (n + 1) / 2 * (i % 5 + 1)))
       return "element " + std::to_string(i) + " is " + std::to_string(host[i]) + " on " + std::to_string(n) + " ranks";
   return buf.checkGuards("allreduce buffer");
@@ -48,7 +48,7 @@ void shrinkOnDevice() {
         cudaCheck(cudaSetDevice(0), "cudaSetDevice");
         cudaStream_t stream = nullptr;
         cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-        DeviceBuffer buf(kCount * sizeof(float), 7 + ctx.rank);
+        DeviceBuffer buf(kElements * sizeof(float), 7 + ctx.rank);
         std::string problem = meetOnTheHost(ctx);
         if (problem.empty()) problem = checkedDeviceAllReduce(ctx.comm, buf, stream);
         if (problem.empty() && ctx.rank == 3) {

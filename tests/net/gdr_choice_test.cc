@@ -2,6 +2,7 @@
 // the default (PXB), dmabuf before nvidia-peermem, and a reason a user can act on for every refusal.
 #include <gtest/gtest.h>
 
+#include "text_checks.h"
 #include "transport/net/gdr_choice.h"
 #include "transport/net/provider.h"
 #include "verbs_choice.h"
@@ -19,9 +20,6 @@ GdrFacts facts(PathType path, int ptrSupport, bool cudaDmabuf) {
   return f;
 }
 
-void expectWords(const std::string& text, std::initializer_list<const char*> words) {
-  for (const char* w : words) EXPECT_NE(text.find(w), std::string::npos) << w << " missing in: " << text;
-}
 
 TEST(GdrLevel, NcclNamesAndNumbers) {
   GdrLevel l;

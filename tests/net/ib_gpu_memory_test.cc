@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "ib_fake_fixture.h"
+#include "text_checks.h"
 #include "transport/net/ib/gpu_memory_support.h"
 #include "transport/net/ib/ib_comms.h"
 #include "transport/net/ib/ib_devices.h"
@@ -20,10 +21,6 @@
 
 namespace loom::net {
 namespace {
-
-void expectWords(const std::string& text, std::initializer_list<const char*> words) {
-  for (const char* w : words) EXPECT_NE(text.find(w), std::string::npos) << w << " missing in: " << text;
-}
 
 TEST(IbGpuMemory, PeermemIsFoundByItsSysfsMarks) {
   namespace fs = std::filesystem;

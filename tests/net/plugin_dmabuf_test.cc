@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "plugin_files.h"
+#include "text_checks.h"
 #include "transport/net/plugin/plugin_abi.h"
 #include "transport/net/plugin/plugin_loader.h"
 #include "transport/net/plugin/plugin_provider.h"
@@ -124,9 +125,6 @@ abi::NetV12 tableV12() {
 
 namespace fake = fake_net_plugin;
 
-void expectWords(const std::string& text, std::initializer_list<const char*> words) {
-  for (const char* w : words) EXPECT_NE(text.find(w), std::string::npos) << w << " missing in: " << text;
-}
 
 // Parameter: the plugin table's version (8 or 12).
 class PluginDmabuf : public ::testing::TestWithParam<int> {

@@ -12,12 +12,15 @@
 #include <thread>
 #include <vector>
 
+#include "text_checks.h"
 #include "thread_exchange.h"
 #include "transport/transport_set.h"
 #include "verbs_choice.h"
 
 namespace loom {
 namespace {
+
+using net::expectWords;
 
 struct RankResult {
   Status status;
@@ -49,10 +52,6 @@ std::vector<RankResult> setUpGpuAndHostRanks() {
     });
   for (std::thread& t : threads) t.join();
   return results;
-}
-
-void expectWords(const std::string& text, std::initializer_list<const char*> words) {
-  for (const char* w : words) EXPECT_NE(text.find(w), std::string::npos) << w << " missing in: " << text;
 }
 
 TEST(TransportSetGdr, SocketNicStagesTheGpuRanksMemoryAndAHostRankDecidesNothing) {

@@ -1,20 +1,11 @@
 #include "core/observe/flight_record.h"
 
-#include <chrono>
-
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/datatype.h"
 
 namespace loom {
-namespace {
-
-int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 void FlightRecord::issued(uint64_t seq, Collective coll, uint64_t count, loomDataType_t dtype, int peer) {
   Slot& s = slots_[seq % kEntries];
@@ -24,7 +15,7 @@ void FlightRecord::issued(uint64_t seq, Collective coll, uint64_t count, loomDat
   constexpr auto relaxed = std::memory_order_relaxed;
   s.seq.store(seq, relaxed);
   s.count.store(count, relaxed);
-  s.issuedNs.store(nowNs(), relaxed);
+  s.issuedNs.store(static_cast<int64_t>(nowNs()), relaxed);
   s.peer.store(peer, relaxed);
   s.coll.store(static_cast<uint8_t>(coll), relaxed);
   s.dtype.store(static_cast<uint8_t>(dtype), relaxed);
@@ -56,7 +47,7 @@ std::string FlightRecord::json() const {
     j["failure"] = failure_;
   }
   j["entries"] = nlohmann::json::array();
-  const int64_t now = nowNs();
+  const int64_t now = static_cast<int64_t>(nowNs());
   const uint64_t first = last >= kEntries ? last - kEntries + 1 : 1;
   for (uint64_t seq = first; seq <= last; ++seq) {
     const Slot& s = slots_[seq % kEntries];

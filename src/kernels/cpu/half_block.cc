@@ -83,3 +83,5 @@ void floatToHalfBlock(const float* in, uint16_t* dst, size_t count) {
 }
 
 }  // namespace loom::cpu
+
+#undef LOOM_F16C_PATH  // unity builds: the sources compiled after this one do not see it

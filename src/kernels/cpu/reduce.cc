@@ -100,3 +100,5 @@ void copyArray(void* dst, const void* src, size_t count, loomDataType_t dtype, c
 }
 
 }  // namespace loom
+
+#undef LOOM_CPU_KERNEL  // unity builds: the sources compiled after this one do not see it

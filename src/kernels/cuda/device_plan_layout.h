@@ -17,6 +17,9 @@ namespace loom::cuda {
 struct alignas(128) DeviceFifoCounter {
   uint64_t value = 0;
 };
+// A FIFO region's parts (its counters, its arrays, its slots) each start on a line of their own.
+constexpr size_t kFifoLine = alignof(DeviceFifoCounter);
+constexpr size_t alignToFifoLine(size_t n) { return (n + kFifoLine - 1) / kFifoLine * kFifoLine; }
 
 // Direct mode (single copy): a receiver whose step stores the incoming elements unchanged (Recv, or
 // RecvCopySend with a destination) may, before it waits, post where they go; a sender that finds the

@@ -19,7 +19,7 @@ using detail::recvStep;
 using detail::sendRef;
 using detail::sendStep;
 
-PlanRequest request(Collective coll, int nranks, uint64_t count, uint64_t chunk = 4) {
+PlanRequest chunkedRequest(Collective coll, int nranks, uint64_t count, uint64_t chunk = 4) {
   PlanRequest req;
   req.coll = coll;
   req.nranks = nranks;
@@ -65,20 +65,20 @@ void expectRejected(const PlanRequest& req, const std::vector<Plan>& plans, cons
 }
 
 TEST(VerifierRejects, NothingWhenCorrect) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   const Status st = verifyPlans(req, twoRankAllReduce(req));
   EXPECT_TRUE(st.ok()) << st.message();
 }
 
 TEST(VerifierRejects, MissingFinalize) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto plans = twoRankAllReduce(req);
   plans[1].lanes[0].steps[1].finalize = false;
   expectRejected(req, plans, "rank 1 recv[0] holds send[0] of rank(s) {0,1}, expected send[0] of rank(s) {0,1} finalized");
 }
 
 TEST(VerifierRejects, DuplicateReduce) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto plans = twoRankAllReduce(req);
   plans[0].lanes[0].steps.insert(plans[0].lanes[0].steps.begin(), sendStep(1, sendRef(0), 3));
   auto& steps = plans[1].lanes[0].steps;
@@ -88,14 +88,14 @@ TEST(VerifierRejects, DuplicateReduce) {
 }
 
 TEST(VerifierRejects, FinalizeTwice) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto plans = twoRankAllReduce(req);
   plans[1].lanes[0].steps.push_back(copyStep(recvRef(0), recvRef(0), 3, true));
   expectRejected(req, plans, "finalized twice");
 }
 
 TEST(VerifierRejects, PrematureFinalize) {
-  const PlanRequest req = request(Collective::AllReduce, 3, 13, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 3, 13, 3);
   auto plans = built(Algorithm::Ring, req);
   Step& first = plans[0].lanes[0].steps[1];  // a RecvReduceSend with 2 of 3 contributions
   ASSERT_EQ(first.kind, StepKind::RecvReduceSend);
@@ -104,7 +104,7 @@ TEST(VerifierRejects, PrematureFinalize) {
 }
 
 TEST(VerifierRejects, DroppedStep) {
-  const PlanRequest req = request(Collective::AllReduce, 4, 13, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 4, 13, 3);
   auto last = built(Algorithm::Ring, req);
   last[2].lanes[0].steps.pop_back();
   expectRejected(req, last, "that no step received");
@@ -112,18 +112,18 @@ TEST(VerifierRejects, DroppedStep) {
   auto& steps = middle[1].lanes[0].steps;
   steps.erase(steps.begin() + 2);
   EXPECT_FALSE(verifyPlans(req, middle).ok());
-  auto gather = built(Algorithm::Direct, request(Collective::AllGather, 3, 5));
+  auto gather = built(Algorithm::Direct, chunkedRequest(Collective::AllGather, 3, 5));
   gather[0].lanes.back().steps.pop_back();  // the local copy
-  expectRejected(request(Collective::AllGather, 3, 5), gather, "rank 0 recv[0] holds nothing");
+  expectRejected(chunkedRequest(Collective::AllGather, 3, 5), gather, "rank 0 recv[0] holds nothing");
 }
 
 TEST(VerifierRejects, Deadlock) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto plans = twoRankAllReduce(req);
   for (Plan& plan : plans) std::swap(plan.lanes[0].steps[0], plan.lanes[0].steps[1]);
   expectRejected(req, plans, "deadlock");
   // Three messages each way before either side receives: two FIFO slots are not enough.
-  const PlanRequest small = request(Collective::AllGather, 2, 3, 1);
+  const PlanRequest small = chunkedRequest(Collective::AllGather, 2, 3, 1);
   std::vector<Plan> bounded;
   for (int r = 0; r < 2; ++r) {
     std::vector<Step> steps = {copyStep(sendRef(0), recvRef(r * 3), 3, false)};
@@ -135,7 +135,7 @@ TEST(VerifierRejects, Deadlock) {
 }
 
 TEST(VerifierRejects, MessageSizeMismatch) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 2);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 2);
   auto plans = twoRankAllReduce(req);
   plans[1].lanes[0].steps = {sendStep(0, sendRef(0), 2), recvReduceStep(0, sendRef(0), recvRef(0), 1, true),
                              recvReduceStep(0, sendRef(1), recvRef(1), 1, true)};
@@ -143,35 +143,35 @@ TEST(VerifierRejects, MessageSizeMismatch) {
 }
 
 TEST(VerifierRejects, WriteToSendBuffer) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto plans = twoRankAllReduce(req);
   plans[1].lanes[0].steps[1].dst = sendRef(0);
   expectRejected(req, plans, "writes send[0..3), which is read-only input");
 }
 
 TEST(VerifierRejects, ReadBeforeWrite) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto plans = twoRankAllReduce(req);
   plans[0].lanes[0].steps[0].src = recvRef(0);
   expectRejected(req, plans, "rank 0 lane 0 step 0 (Send): reads recv[0] before anything was written");
 }
 
 TEST(VerifierRejects, RootOnlyBufferOnOtherRank) {
-  PlanRequest req = request(Collective::Broadcast, 2, 3);
+  PlanRequest req = chunkedRequest(Collective::Broadcast, 2, 3);
   auto plans = built(Algorithm::Ring, req);
   plans[1].lanes[0].steps.push_back(copyStep(sendRef(0), recvRef(0), 3, false));
   expectRejected(req, plans, "rank 1 lane 0 step 1 (Copy): source names buffer 0, which this rank does not have");
 }
 
 TEST(VerifierRejects, LanesTouchingTheSameElements) {
-  const PlanRequest req = request(Collective::AllReduce, 1, 4);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 1, 4);
   std::vector<Plan> plans = {handPlan(req, 0, {{copyStep(sendRef(0), recvRef(0), 4, true)},
                                                {copyStep(sendRef(0), recvRef(0), 4, true)}})};
   expectRejected(req, plans, "lanes of a rank are unordered");
 }
 
 TEST(VerifierRejects, TwoLanesOnOneConnection) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 4);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 4);
   auto plans = twoRankAllReduce(req);
   plans[0] = handPlan(req, 0, {{sendStep(1, sendRef(0), 2)}, {sendStep(1, sendRef(2), 2)}});
   expectRejected(req, plans, "a connection lane 0 also uses");
@@ -179,7 +179,7 @@ TEST(VerifierRejects, TwoLanesOnOneConnection) {
 
 TEST(VerifierRejects, InPlaceHazard) {
   // Rank 1 overwrites its output before sending its input: fine out of place, wrong when send == recv.
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto plans = twoRankAllReduce(req);
   std::swap(plans[1].lanes[0].steps[0], plans[1].lanes[0].steps[1]);
   EXPECT_TRUE(verifyPlansInLayout(req, plans, false).ok());
@@ -187,22 +187,22 @@ TEST(VerifierRejects, InPlaceHazard) {
 }
 
 TEST(VerifierRejects, OversizedMessages) {
-  auto plans = built(Algorithm::Ring, request(Collective::AllGather, 3, 20, 8));
-  expectRejected(request(Collective::AllGather, 3, 20, 4), plans, "exceeds chunkElems 4");
-  auto wrongMax = built(Algorithm::Ring, request(Collective::AllGather, 3, 20, 8));
+  auto plans = built(Algorithm::Ring, chunkedRequest(Collective::AllGather, 3, 20, 8));
+  expectRejected(chunkedRequest(Collective::AllGather, 3, 20, 4), plans, "exceeds chunkElems 4");
+  auto wrongMax = built(Algorithm::Ring, chunkedRequest(Collective::AllGather, 3, 20, 8));
   wrongMax[1].maxMessageElems = 100;
-  expectRejected(request(Collective::AllGather, 3, 20, 8), wrongMax, "maxMessageElems is 100");
+  expectRejected(chunkedRequest(Collective::AllGather, 3, 20, 8), wrongMax, "maxMessageElems is 100");
 }
 
 TEST(VerifierRejects, MalformedSteps) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto self = twoRankAllReduce(req);
   self[0].lanes[0].steps[0].sendPeer = 0;
   expectRejected(req, self, "sends to itself");
   auto stray = twoRankAllReduce(req);
   stray[1].lanes[0].steps[1].sendPeer = 0;  // the executor would wait for a slot towards rank 0
   expectRejected(req, stray, "names sendPeer 0 but does not send");
-  PlanRequest wide = request(Collective::AllReduce, 2, 30);
+  PlanRequest wide = chunkedRequest(Collective::AllReduce, 2, 30);
   wide.nchannels = 3;
   auto plans = built(Algorithm::Ring, wide);
   wide.nchannels = 2;
@@ -210,12 +210,12 @@ TEST(VerifierRejects, MalformedSteps) {
   auto empty = twoRankAllReduce(req);
   empty[0].lanes[0].steps.push_back(copyStep(sendRef(0), recvRef(0), 0, false));
   expectRejected(req, empty, "empty step");
-  const PlanRequest gather = request(Collective::AllGather, 2, 3);
+  const PlanRequest gather = chunkedRequest(Collective::AllGather, 2, 3);
   auto reducing = built(Algorithm::Direct, gather);
   reducing[0].lanes[0].steps[0].finalize = true;
   expectRejected(gather, reducing, "finalize on a step");
   // Rank 0 stores rank 1's block where rank 2's belongs and vice versa.
-  const PlanRequest gather3 = request(Collective::AllGather, 3, 3);
+  const PlanRequest gather3 = chunkedRequest(Collective::AllGather, 3, 3);
   auto misplaced = built(Algorithm::Direct, gather3);
   for (Lane& lane : misplaced[0].lanes)
     for (Step& step : lane.steps)
@@ -240,13 +240,13 @@ std::vector<Plan> twoRankLocalReduce(const PlanRequest& req) {
 }
 
 TEST(VerifierRejects, NothingWhenLocalReduceIsCorrect) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   const Status st = verifyPlans(req, twoRankLocalReduce(req));
   EXPECT_TRUE(st.ok()) << st.message();
 }
 
 TEST(VerifierRejects, LocalReduceIntoNothing) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto plans = twoRankLocalReduce(req);
   plans[0].lanes[0].steps.erase(plans[0].lanes[0].steps.begin() + 2);  // the receive into recv
   plans[1].lanes[0].steps.erase(plans[1].lanes[0].steps.begin() + 1);  // and its send
@@ -254,7 +254,7 @@ TEST(VerifierRejects, LocalReduceIntoNothing) {
 }
 
 TEST(VerifierRejects, LocalReduceWithItself) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto plans = twoRankLocalReduce(req);
   plans[1].lanes[0].steps[3].src = recvRef(0);
   expectRejected(req, plans, "rank 1 lane 0 step 3 (Reduce): reduces elements with themselves");
@@ -265,7 +265,7 @@ TEST(VerifierRejects, LocalReduceWithItself) {
 }
 
 TEST(VerifierRejects, LocalReduceCountingTwice) {
-  const PlanRequest req = request(Collective::AllReduce, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllReduce, 2, 3);
   auto plans = twoRankLocalReduce(req);
   auto& steps = plans[0].lanes[0].steps;
   steps[3].finalize = false;
@@ -274,7 +274,7 @@ TEST(VerifierRejects, LocalReduceCountingTwice) {
 }
 
 TEST(VerifierRejects, LocalReduceOutsideReductions) {
-  const PlanRequest req = request(Collective::AllGather, 2, 3);
+  const PlanRequest req = chunkedRequest(Collective::AllGather, 2, 3);
   auto plans = built(Algorithm::Ring, req);
   plans[0].lanes[0].steps.push_back(reduceStep(sendRef(0), recvRef(0), 3, false));
   expectRejected(req, plans, "reduces in a collective without reduction");

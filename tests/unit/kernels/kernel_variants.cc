@@ -87,3 +87,5 @@ std::vector<KernelVariant> kernelVariants() {
 }
 
 }  // namespace loomtest
+
+#undef LOOM_TEST_X86_BUILDS  // unity builds: the sources compiled after this one do not see it
