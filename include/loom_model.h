@@ -46,7 +46,7 @@ typedef struct {
      copy_gbs, fifo_slots. NULL or "": none. */
   const char* machine;
   int maxChannels;          /* channels a communicator has: 0 for 16 (device) or 2 (host) */
-  size_t slotBytes;         /* the transports' largest message: 0 for 256 KiB */
+  size_t slotBytes;         /* the transports' largest message: 0 for a communicator's (128 KiB) */
   const char* calibration;  /* host memory: a LOOM_CALIBRATION_FILE; NULL: measured (or copy_gbs) */
 } loomModelConfig_t;
 
@@ -107,6 +107,7 @@ typedef struct {
   int fifoSlots;
   int maxChannels;
   int device;            /* nonzero: device memory */
+  size_t slotBytes;      /* the transports' largest message */
 } loomModelMachine_t;
 
 LOOM_API loomResult_t loomModelCreate(const loomModelConfig_t* config, loomModel_t* model);

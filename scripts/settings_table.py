@@ -24,7 +24,7 @@ END = "<!-- end of the settings table -->"
 ENTRY = re.compile(r'LOOM_SETTING\((\w+),\s*"(LOOM_\w+)",\s*(\w+),\s*"([^"]*)",\s*"([^"]*)",\s*(\w+),\s*"([^"]*)",\s*'
                    r'((?:"[^"]*"\s*)+),\s*"([^"]*)",\s*(\w+)\)', re.S)
 # Reads of LOOM_* variables, in C, C++ and Python.
-READS = re.compile(r'(getenv|envString|envInt|environ\.get|environ\[)\s*\(?\s*["\'](LOOM_\w+)["\']')
+READS = re.compile(r'(getenv|envString|environ\.get|environ\[)\s*\(?\s*["\'](LOOM_\w+)["\']')
 THE_READER = "src/base/settings.cc"
 
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "base/hash.h"
+
 namespace loom {
 namespace {
 
@@ -32,12 +34,9 @@ uint64_t saturatingMul(uint64_t a, uint64_t b) {
 }
 
 uint64_t ringsHash(const std::vector<std::vector<int>>& rings) {
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& ring : rings) {
-    for (int r : ring) h = (h ^ static_cast<uint64_t>(r + 1)) * 1099511628211ull;
-    h = (h ^ 0xffu) * 1099511628211ull;
-  }
-  return h;
+  Fnv1a h;
+  for (const auto& ring : rings) h.value(ring.size()).bytes(ring.data(), ring.size() * sizeof(int));
+  return h.digest();
 }
 
 uint64_t stepCount(const std::vector<Plan>& plans) {
@@ -49,15 +48,15 @@ uint64_t stepCount(const std::vector<Plan>& plans) {
 
 // Rank 0's plan without its counts and offsets: lanes, channels, step kinds, peers, finalize flags.
 uint64_t shapeHash(const Plan& plan) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  Fnv1a h;
+  auto mix = [&](uint64_t v) { h.value(v); };
   for (const Lane& lane : plan.lanes) {
     mix(0x100000000ull | lane.channel);
     for (const Step& s : lane.steps)
       mix((static_cast<uint64_t>(s.kind) << 56) ^ (static_cast<uint64_t>(s.finalize) << 48) ^
           (static_cast<uint64_t>(static_cast<uint32_t>(s.sendPeer)) << 24) ^ static_cast<uint32_t>(s.recvPeer));
   }
-  return h;
+  return h.digest();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "base/settings.h"
 #include "base/status.h"
 #include "topology/graph.h"
 
@@ -31,7 +32,7 @@ struct MachineModel {
   // Once per operation, before any rank's first step: a kernel launch and its start on the GPU, with
   // the host's work per call (device memory); 0 for host memory, whose per-call cost is in stepUs.
   double launchUs = 0.0;
-  int fifoSlots = 4;             // messages in flight per connection (transport slots)
+  int fifoSlots = static_cast<int>(settingDefaultInt(Setting::FifoSlots));  // messages in flight per connection
   // A channel past the first only for operations that give each channel at least this many bytes (0:
   // any). The model counts a lane's steps but not what interleaving lanes costs a CPU rank (cache
   // misses on another FIFO's flags and data); measured, extra channels only pay for large messages.

@@ -9,16 +9,11 @@
 #include <mutex>
 #include <random>
 
+#include "base/hash.h"
 #include "base/settings.h"
 
 namespace loom {
 namespace {
-
-uint64_t fnv1a(const std::string& text) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
-  return hash;
-}
 
 template <typename Key>
 std::vector<int> groupByFirstAppearance(const std::vector<Key>& keys) {
@@ -45,8 +40,8 @@ uint64_t processNonce() {
 }  // namespace
 
 uint64_t HostIdentity::hash() const {
-  if (!override.empty()) return fnv1a(override);
-  return fnv1a(bootId.empty() ? hostname : hostname + "/" + bootId);
+  if (!override.empty()) return Fnv1a().text(override).digest();
+  return Fnv1a().text(bootId.empty() ? hostname : hostname + "/" + bootId).digest();
 }
 
 std::string HostIdentity::key() const {

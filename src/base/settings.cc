@@ -221,6 +221,12 @@ int64_t settingInt(Setting s, int64_t computed) {
 
 int64_t settingInt(Setting s) { return settingInt(s, 0); }
 
+int64_t settingDefaultInt(Setting s) {
+  int64_t v = 0;
+  parseInteger(specOf(s).defaultText, &v);  // the table's defaults are valid (tests/unit/base/settings_test.cc)
+  return v;
+}
+
 bool settingFlag(Setting s) { return settingInt(s) != 0; }
 
 std::string settingChoice(Setting s) {

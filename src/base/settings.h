@@ -69,6 +69,10 @@ std::string settingText(Setting s);
 // default (a warning says so). `computed`: the default of a "(computed)" setting.
 int64_t settingInt(Setting s);
 int64_t settingInt(Setting s, int64_t computed);
+// An Integer setting's default in the table, whatever the environment says: what a communicator runs
+// with when nothing is set (the cost model's defaults are these, so that a default prediction times a
+// default communicator).
+int64_t settingDefaultInt(Setting s);
 bool settingFlag(Setting s);
 // Choice settings: the environment's value when it is one of the allowed words (as the table spells
 // it), else the default (a warning says so); "" when unset without a default.

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/hash.h"
 #include "base/settings.h"
 #include "base/log.h"
 #include "bootstrap/root.h"
@@ -27,23 +28,13 @@ Status decodeUniqueId(const loomUniqueId& id, UniqueIdData* out) {
   return Status::Ok();
 }
 
-namespace {
-
-uint64_t fnv1a(const std::string& text, uint64_t seed) {
-  uint64_t h = 1469598103934665603ull ^ seed;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-}  // namespace
-
 Status createUniqueId(UniqueIdData* out) {
   UniqueIdData data;
   std::string commId = settingText(Setting::CommId);
   if (!commId.empty()) {
     LOOM_TRY(parseSocketAddress(commId, &data.root).withContext("LOOM_COMM_ID"));
     // Every rank derives the same id from the variable, so the secret can only be as private as it.
-    uint64_t a = fnv1a(commId, 0x6c6f6f6d), b = fnv1a(commId, 0x73656372);
+    uint64_t a = Fnv1a(0x6c6f6f6d).text(commId).digest(), b = Fnv1a(0x73656372).text(commId).digest();
     std::memcpy(data.secret, &a, 8);
     std::memcpy(data.secret + 8, &b, 8);
     data.rootStartedByRankZero = 1;

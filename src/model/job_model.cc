@@ -46,7 +46,7 @@ Status JobModel::create(const JobModelOptions& o, std::unique_ptr<JobModel>* out
   std::unique_ptr<JobModel> m(new JobModel());
   m->world_ = o.world;
   m->fields_ = o.machine;
-  m->slotBytes_ = o.slotBytes > 0 ? o.slotBytes : 256u << 10;
+  m->slotBytes_ = o.slotBytes > 0 ? o.slotBytes : static_cast<uint64_t>(settingDefaultInt(Setting::ChunkBytes));
   int ranksPerNode = o.ranksPerNode;
   if (o.topology != "none") {
     auto graph = std::make_unique<SystemGraph>();
@@ -70,7 +70,7 @@ Status JobModel::create(const JobModelOptions& o, std::unique_ptr<JobModel>* out
   m->device_ = o.memory == MemoryChoice::Device || (o.memory == MemoryChoice::Auto && (!g || g->gpuCount() > 0));
   if (g && m->device_ && g->gpuCount() == 0)
     return invalidArgument("model: device memory on a topology without GPUs ({})", g->source);
-  m->maxChannels_ = o.maxChannels > 0 ? o.maxChannels : (m->device_ ? 16 : 2);
+  m->maxChannels_ = o.maxChannels > 0 ? o.maxChannels : (m->device_ ? 16 : static_cast<int>(settingDefaultInt(Setting::NChannels)));
   if (!m->device_ && g) {
     Calibration calibration;
     auto copy = o.machine.find("copy_gbs");

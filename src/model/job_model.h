@@ -33,8 +33,8 @@ struct JobModelOptions {
   MemoryChoice memory = MemoryChoice::Auto;
   double nvswitchGbs = 0;    // > 0: add an NVSwitch at this rate per GPU (topology/nvswitch_option.h)
   MachineFields machine;     // set after the topology's values
-  int maxChannels = 0;       // 0: 16 device, 2 host
-  uint64_t slotBytes = 0;    // 0: 256 KiB
+  int maxChannels = 0;       // 0: 16 device; host: a communicator's default (LOOM_NCHANNELS's)
+  uint64_t slotBytes = 0;    // 0: a communicator's default (LOOM_CHUNK_BYTES's, 128 KiB)
   std::string calibrationFile;  // host memory: LOOM_CALIBRATION_FILE's format; "": measured or copy_gbs
 };
 
@@ -76,6 +76,7 @@ class JobModel {
   int ranksPerNode() const { return ranksPerNode_; }
   bool device() const { return device_; }
   int maxChannels() const { return maxChannels_; }
+  uint64_t slotBytes() const { return slotBytes_; }
   const std::string& source() const { return source_; }
 
  private:
@@ -93,7 +94,7 @@ class JobModel {
   int ranksPerNode_ = 1;
   bool device_ = false;
   int maxChannels_ = 2;
-  uint64_t slotBytes_ = 256u << 10;
+  uint64_t slotBytes_ = 0;
   double copyGbs_ = 0;
   MachineFields fields_;
   std::string source_ = "none";

@@ -173,6 +173,7 @@ loomResult_t loomModelGetMachine(loomModel_t model, const int* ranks, int nranks
     machine->fifoSlots = m.fifoSlots;
     machine->maxChannels = model->model->maxChannels();
     machine->device = model->model->device() ? 1 : 0;
+    machine->slotBytes = model->model->slotBytes();
     return Status::Ok();
   });
 }

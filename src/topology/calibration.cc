@@ -22,8 +22,10 @@
 namespace loom {
 namespace {
 
-constexpr size_t kSlotBytes = 256 << 10;  // the transports' default FIFO slot
-constexpr uint64_t kSlots = 4;
+// The FIFO of a default communicator (the settings table's slot size and slots per connection): the
+// rate is measured through the FIFO the model's default machine times.
+size_t slotBytes() { return static_cast<size_t>(settingDefaultInt(Setting::ChunkBytes)); }
+uint64_t slotCount() { return static_cast<uint64_t>(settingDefaultInt(Setting::FifoSlots)); }
 
 // Two CPUs this process may run on, for the writer and the reader: ranks pass messages between cores,
 // and two threads left to share one core would pass them through its cache, several times faster. One
@@ -48,22 +50,24 @@ void pinTo(std::thread& thread, int cpu) {
 
 // One pass of `bytes` through the FIFO: a thread writes slots, another drains them, on two CPUs. GB/s.
 double fifoPass(std::vector<char>& src, std::vector<char>& dst, std::vector<char>& fifo) {
-  const uint64_t messages = src.size() / kSlotBytes;
+  const size_t slot = slotBytes();
+  const uint64_t slots = slotCount();
+  const uint64_t messages = src.size() / slot;
   std::atomic<uint64_t> head{0}, tail{0};
   std::atomic<bool> go{false};
   std::thread reader([&] {
     while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
     for (uint64_t m = 0; m < messages; ++m) {
       while (tail.load(std::memory_order_acquire) <= m) std::this_thread::yield();
-      std::memcpy(dst.data() + m * kSlotBytes, fifo.data() + (m % kSlots) * kSlotBytes, kSlotBytes);
+      std::memcpy(dst.data() + m * slot, fifo.data() + (m % slots) * slot, slot);
       head.store(m + 1, std::memory_order_release);
     }
   });
   std::thread writer([&] {
     while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
     for (uint64_t m = 0; m < messages; ++m) {
-      while (m >= head.load(std::memory_order_acquire) + kSlots) std::this_thread::yield();
-      std::memcpy(fifo.data() + (m % kSlots) * kSlotBytes, src.data() + m * kSlotBytes, kSlotBytes);
+      while (m >= head.load(std::memory_order_acquire) + slots) std::this_thread::yield();
+      std::memcpy(fifo.data() + (m % slots) * slot, src.data() + m * slot, slot);
       tail.store(m + 1, std::memory_order_release);
     }
   });
@@ -88,9 +92,9 @@ double rounded(double gbs) {
 }  // namespace
 
 Status measureCalibration(size_t bytes, int rounds, Calibration* out) {
-  if (bytes < kSlotBytes || rounds < 1) return invalidArgument("calibration: {} bytes, {} rounds", bytes, rounds);
-  const size_t total = bytes / kSlotBytes * kSlotBytes;
-  std::vector<char> src(total, 1), dst(total, 2), fifo(kSlotBytes * kSlots, 3);
+  if (bytes < slotBytes() || rounds < 1) return invalidArgument("calibration: {} bytes, {} rounds", bytes, rounds);
+  const size_t total = bytes / slotBytes() * slotBytes();
+  std::vector<char> src(total, 1), dst(total, 2), fifo(slotBytes() * slotCount(), 3);
   fifoPass(src, dst, fifo);  // warm-up: page faults, caches
   std::vector<double> rates;
   for (int r = 0; r < rounds; ++r) rates.push_back(fifoPass(src, dst, fifo));
@@ -117,7 +121,7 @@ Status processCalibration(Calibration* out) {
     c = *kept;
   } else {
     LOOM_TRY(measureCalibration(size_t{16} << 20, 3, &c));
-    LOOM_INFO(Topo, "host memory through a FIFO of {} KiB slots: {} GB/s (measured, kept in {})", kSlotBytes >> 10,
+    LOOM_INFO(Topo, "host memory through a FIFO of {} KiB slots: {} GB/s (measured, kept in {})", slotBytes() >> 10,
               c.copyGbs, hostCacheDir().empty() ? "no cache" : hostCacheDir());
     writeCachedCalibration(c);
   }

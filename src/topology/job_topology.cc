@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "base/hash.h"
 #include "topology/cpu_mask.h"
 #include "topology/hardware.h"
 
@@ -27,38 +28,25 @@ int numaOfCpus(const SystemGraph& host, const std::string& cpuList) {
   return best;
 }
 
-uint64_t fnv(uint64_t h, const void* data, size_t bytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-template <class T>
-uint64_t fnvValue(uint64_t h, const T& v) {
-  return fnv(h, &v, sizeof v);
-}
-
-uint64_t fnvText(uint64_t h, const std::string& s) { return fnv(fnvValue(h, s.size()), s.data(), s.size()); }
-
 }  // namespace
 
 uint64_t graphFingerprint(const SystemGraph& graph) {
-  uint64_t h = 14695981039346656037ull;
-  h = fnvText(h, graph.source);
+  Fnv1a h;
+  h.field(graph.source);
   for (const Node& n : graph.nodes()) {
-    h = fnvValue(h, n.kind);
-    h = fnvText(h, n.busId);
-    h = fnvValue(h, n.gpuIndex);
-    h = fnvValue(h, n.nicIndex);
-    h = fnvValue(h, n.numaId);
+    h.value(n.kind);
+    h.field(n.busId);
+    h.value(n.gpuIndex);
+    h.value(n.nicIndex);
+    h.value(n.numaId);
   }
   for (const Link& l : graph.links()) {
-    h = fnvValue(h, l.a);
-    h = fnvValue(h, l.b);
-    h = fnvValue(h, l.kind);
-    h = fnvValue(h, l.bwGbs);
+    h.value(l.a);
+    h.value(l.b);
+    h.value(l.kind);
+    h.value(l.bwGbs);
   }
-  return h;
+  return h.digest();
 }
 
 Status placeRank(const SystemGraph& host, const PlacementInputs& in, RankPlacement* out) {

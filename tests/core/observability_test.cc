@@ -63,4 +63,28 @@ TEST(Observability, TraceFileHoldsOperationsAndSteps) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// A communicator's name is the user's text: quotes, backslashes and control characters come back
+// from the trace file as they went in (the file is written by a JSON library, not by hand).
+TEST(Observability, TraceFileKeepsAnyCommunicatorName) {
+  const std::string dir = "/tmp/loom-trace-name-" + std::to_string(getpid());
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  setenv("LOOM_TRACE_FILE", (dir + "/trace-%r.json").c_str(), 1);
+  const std::string name = "odd \"name\" \\ with\ttab,\nnewline and \x01";
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.commName = name.c_str();
+  runThreadRanks(2, config, [](int, loomComm_t comm) {
+    std::vector<float> buf(64, 1.0f);
+    EXPECT_EQ(loomAllReduce(buf.data(), buf.data(), buf.size(), loomFloat32, loomSum, comm, nullptr), loomSuccess);
+  });
+  unsetenv("LOOM_TRACE_FILE");
+  for (int r = 0; r < 2; ++r) {
+    std::ifstream in(dir + "/trace-" + std::to_string(r) + ".json");
+    ASSERT_TRUE(in.good()) << "rank " << r;
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    EXPECT_EQ(trace["otherData"]["comm"].get<std::string>(), name);
+    EXPECT_EQ(trace["otherData"]["rank"].get<int>(), r);
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
 }  // namespace

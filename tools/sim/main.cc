@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Predict Loom's choice (algorithm, channels) and time for a collective on a modelled machine, "
                "per size, with nccl-tests' algbw and busbw. Every number comes from simulating the plans of all "
                "ranks (or, where plans and machine are symmetric, of one node's)."};
-  std::string collName, minText = "8", maxText = "8", stepText, topoFile, chunkText, calibrationFile;
-  std::string memory = "device", slotText = "256K";
+  std::string collName, topoFile, calibrationFile;
+  std::string memory = "device";
   int ranks = 0, ranksPerNode = 0, maxChannels = 16;
   double factor = 2, nvswitchGbs = 0;
   bool json = false;
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       {"--step-us", "step_us", 0, "executor time per plan step; a rank runs its steps one at a time (default 0.2)"},
       {"--launch-us", "launch_us", 0, "time per operation before its first step: a kernel launch (device memory)"},
       {"--copy-gbs", "copy_gbs", 0, "a rank's copy/reduce rate for the bytes of each step; 0: free (default)"},
-      {"--fifo-slots", "fifo_slots", 0, "messages in flight per connection (default 4)"},
+      {"--fifo-slots", "fifo_slots", 0, "messages in flight per connection (default: a communicator's, 4)"},
   };
   app.add_option("coll", collName, "all_reduce, broadcast, reduce, all_gather, reduce_scatter, alltoall, gather, scatter")
       ->required();
@@ -73,29 +73,29 @@ int main(int argc, char** argv) {
   app.add_option("--calibration", calibrationFile, "with --topo --memory host: the host-memory rate, as "
                                                    "LOOM_CALIBRATION_FILE (default: --copy-gbs, else measured)");
   for (Flag& f : fields) app.add_option(f.flag, f.value, f.help)->check(CLI::NonNegativeNumber);
-  app.add_option("--slot-bytes", slotText, "largest message (the transports' slot), K/M/G suffixes (default 256K)");
+  uint64_t slotBytes = 0;
+  app.add_option("--slot-bytes", slotBytes, "largest message (the transports' slot), K/M/G suffixes (default: a "
+                                            "communicator's, 128K)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-channels", maxChannels, "channels the communicator has (default 16)")->check(CLI::Range(1, 256));
   app.add_option("--algo", options.algorithm, "force an algorithm: ring, tree, direct, hier, oneshot (LOOM_ALGO)");
-  app.add_option("--chunk-bytes", chunkText, "force the chunk size (LOOM_CHUNK_BYTES)");
+  app.add_option("--chunk-bytes", options.chunkBytes, "force the chunk size (LOOM_CHUNK_BYTES)")
+      ->transform(CLI::AsSizeValue(false));
   app.add_option("--channels", options.channels, "force the channel count (LOOM_NCHANNELS)")->check(CLI::Range(1, 256));
   app.add_option("--elem-bytes", options.elemSize, "bytes per element (default 4, float)")->check(CLI::Range(1, 64));
-  app.add_option("-b,--minbytes", minText, "smallest size, K/M/G suffixes (default 8)");
-  app.add_option("-e,--maxbytes", maxText, "largest size (default: the smallest)");
+  app.add_option("-b,--minbytes", options.minBytes, "smallest size, K/M/G suffixes (default 8)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("-e,--maxbytes", options.maxBytes, "largest size (default: the smallest)")
+      ->transform(CLI::AsSizeValue(false));
   app.add_option("-f,--stepfactor", factor, "multiply the size by this between rows (default 2)")->check(CLI::Range(1.001, 1e6));
-  app.add_option("-i,--stepbytes", stepText, "add this many bytes between rows instead of -f");
+  app.add_option("-i,--stepbytes", options.stepBytes, "add this many bytes between rows instead of -f")
+      ->transform(CLI::AsSizeValue(false));
   app.add_flag("--json", json, "print a JSON list of {bytes, algorithm, channels, chunk_bytes, time_us, algbw_gbs, busbw_gbs}");
   CLI11_PARSE(app, argc, argv);
 
   if (!loom::sim_tool::parseCollective(collName, &options.coll)) return fail("unknown collective '" + collName + "'");
-  if (!loom::sim_tool::parseBytes(minText, &options.minBytes)) return fail("bad -b size '" + minText + "'");
-  if (!app.count("--maxbytes")) maxText = minText;
-  if (!loom::sim_tool::parseBytes(maxText, &options.maxBytes)) return fail("bad -e size '" + maxText + "'");
-  if (!stepText.empty() && !loom::sim_tool::parseBytes(stepText, &options.stepBytes))
-    return fail("bad -i size '" + stepText + "'");
-  uint64_t slotBytes = 0;
-  if (!loom::sim_tool::parseBytes(slotText, &slotBytes) || slotBytes == 0) return fail("bad --slot-bytes '" + slotText + "'");
-  if (!chunkText.empty() && !loom::sim_tool::parseBytes(chunkText, &options.chunkBytes))
-    return fail("bad --chunk-bytes '" + chunkText + "'");
+  if (!app.count("--maxbytes")) options.maxBytes = options.minBytes;
   if (app.count("--nvswitch-gbs") && topoFile.empty()) return fail("--nvswitch-gbs needs --topo");
   options.factor = factor;
 
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   if (json) {
     std::cout << loom::sim_tool::renderJson(rows).dump(2) << "\n";
   } else {
-    std::cout << loom::sim_tool::renderTable(machine, collName, slotBytes, rows);
+    std::cout << loom::sim_tool::renderTable(machine, collName, rows);
   }
   return 0;
 }

@@ -41,27 +41,6 @@ bool parseCollective(const std::string& name, loomModelCollective_t* coll) {
   return false;
 }
 
-bool parseBytes(const std::string& text, uint64_t* bytes) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (...) {
-    return false;
-  }
-  std::string unit = text.substr(used);
-  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
-  double scale = 1;
-  if (unit == "K" || unit == "k") scale = 1024.0;
-  else if (unit == "M" || unit == "m") scale = 1024.0 * 1024;
-  else if (unit == "G" || unit == "g") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (!unit.empty()) return false;
-  if (!(value >= 0) || value * scale > 1.8e19) return false;
-  *bytes = static_cast<uint64_t>(value * scale);
-  return true;
-}
-
 bool runSweep(loomModel_t model, const SweepOptions& o, std::vector<loomModelPrediction_t>* rows,
               std::string* error) {
   rows->clear();
@@ -84,13 +63,13 @@ bool runSweep(loomModel_t model, const SweepOptions& o, std::vector<loomModelPre
   return true;
 }
 
-std::string renderTable(const loomModelMachine_t& m, const std::string& collName, size_t slotBytes,
+std::string renderTable(const loomModelMachine_t& m, const std::string& collName,
                         const std::vector<loomModelPrediction_t>& rows) {
   std::string out = fmt::format(
       "# loom-sim {}: {} ranks, {} per node; intra {:g} GB/s {:g} us; {} NIC(s)/node {:g} GB/s {:g} us; "
       "step {:g} us; launch {:g} us; {} FIFO slots of {} B; up to {} channels\n",
       collName, m.nranks, m.ranksPerNode, m.intraGbs, m.latencyUs, m.nicsPerNode, m.nicGbs, m.netLatencyUs, m.stepUs,
-      m.launchUs, m.fifoSlots, slotBytes, m.maxChannels);
+      m.launchUs, m.fifoSlots, m.slotBytes, m.maxChannels);
   out += fmt::format("#{:>14} {:>14} {:>9} {:>8} {:>10} {:>14} {:>11} {:>11}\n", "size", "count", "algorithm",
                      "channels", "chunk", "time", "algbw", "busbw");
   out += fmt::format("#{:>14} {:>14} {:>9} {:>8} {:>10} {:>14} {:>11} {:>11}\n", "(B)", "(elements)", "", "", "(B)",

@@ -25,15 +25,13 @@ struct SweepOptions {
 
 // "all_reduce", "allreduce", "broadcast", ... (nccl-tests' binary names, with or without underscores).
 bool parseCollective(const std::string& name, loomModelCollective_t* coll);
-// 8, 64K, 1M, 4G (powers of 1024), optionally followed by B.
-bool parseBytes(const std::string& text, uint64_t* bytes);
 
 // One prediction per size (its `bytes`: nccl-tests' size in whole elements); fails with the model's
 // error text.
 bool runSweep(loomModel_t model, const SweepOptions& options, std::vector<loomModelPrediction_t>* rows,
               std::string* error);
 
-std::string renderTable(const loomModelMachine_t& machine, const std::string& collName, size_t slotBytes,
+std::string renderTable(const loomModelMachine_t& machine, const std::string& collName,
                         const std::vector<loomModelPrediction_t>& rows);
 // A list of {bytes, algorithm, channels, chunk_bytes, time_us, algbw_gbs, busbw_gbs}.
 nlohmann::json renderJson(const std::vector<loomModelPrediction_t>& rows);

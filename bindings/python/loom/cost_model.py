@@ -40,7 +40,7 @@ class _Machine(ctypes.Structure):
                 ("latencyUs", ctypes.c_double), ("nicsPerNode", ctypes.c_int), ("nicGbs", ctypes.c_double),
                 ("netLatencyUs", ctypes.c_double), ("stepUs", ctypes.c_double), ("launchUs", ctypes.c_double),
                 ("copyGbs", ctypes.c_double), ("fifoSlots", ctypes.c_int), ("maxChannels", ctypes.c_int),
-                ("device", ctypes.c_int)]
+                ("device", ctypes.c_int), ("slotBytes", ctypes.c_size_t)]
 
 
 _Model = ctypes.c_void_p
@@ -79,11 +79,12 @@ class CollectiveModel:
     fields, else an hwloc or NCCL topology file of one node. memory: "auto", "host" or "device".
     nvswitch_gbs: join the file's GPUs by an NVSwitch at this rate (for files that leave NVLink out).
     machine: fields set after the topology's (intra_gbs, latency_us, net_latency_us, nics_per_node,
-    nic_gbs, step_us, launch_us, copy_gbs, fifo_slots). Bad arguments raise ValueError.
+    nic_gbs, step_us, launch_us, copy_gbs, fifo_slots). max_channels and slot_bytes: 0 for a
+    communicator's defaults. Bad arguments raise ValueError.
     """
 
     def __init__(self, world, ranks_per_node=0, topology="", memory="auto", machine=None, max_channels=0,
-                 slot_bytes=256 << 10, nvswitch_gbs=0.0, calibration=None):
+                 slot_bytes=0, nvswitch_gbs=0.0, calibration=None):
         if memory not in _MEMORY:
             raise ValueError(f"CollectiveModel: memory must be auto, host or device, got {memory!r}")
         fields = ",".join(f"{k}={float(v)!r}" for k, v in (machine or {}).items())

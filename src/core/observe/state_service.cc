@@ -22,6 +22,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/env.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/settings.h"
 #include "core/communicator.h"
@@ -463,14 +465,12 @@ std::string doctorDirectory() {
 }
 
 std::string defaultDoctorDirectory() {
-  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && *runtime) return std::string(runtime) + "/loom";
+  if (const std::string runtime = envString("XDG_RUNTIME_DIR", ""); !runtime.empty()) return runtime + "/loom";
   return "/tmp/loom-" + std::to_string(geteuid());
 }
 
 std::string jobKey(const uint8_t* secret) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (size_t i = 0; i < kSecretBytes; ++i) h = (h ^ secret[i]) * 1099511628211ull;
-  return fmt::format("{:016x}", h);
+  return fmt::format("{:016x}", Fnv1a().bytes(secret, kSecretBytes).digest());
 }
 
 

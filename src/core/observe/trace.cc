@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
-#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "base/clock.h"
 #include "base/settings.h"
@@ -40,40 +42,30 @@ void Tracer::step(int lane, const char* kind, int peer, uint64_t bytes, uint64_t
   if (room()) events_.push_back(Event{kind, lane + 1, startNs, endNs, peer, bytes});
 }
 
-namespace {
-
-std::string jsonEscape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
-
 Tracer::~Tracer() {
-  std::FILE* f = std::fopen(path_.c_str(), "w");
-  if (!f) {
+  std::ofstream out(path_);
+  if (!out) {
     LOOM_WARN(Init, "LOOM_TRACE_FILE: cannot write {}", path_);
     return;
   }
-  std::fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"comm\":\"%s\",\"rank\":%d,\"dropped\":%zu},\n",
-               jsonEscape(commName_).c_str(), rank_, dropped_);
-  std::fprintf(f, "\"traceEvents\":[\n");
-  std::fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}", rank_, rank_);
+  // Chrome's trace format, one event per line: the file is written as it is built, so a million
+  // events are never one JSON value in memory.
+  const nlohmann::json head = {{"comm", commName_}, {"rank", rank_}, {"dropped", dropped_}};
+  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":" << head.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+      << ",\n\"traceEvents\":[\n";
+  out << nlohmann::json{{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"args", {{"name", "rank " + std::to_string(rank_)}}}}.dump();
   for (const Event& e : events_) {
-    double ts = static_cast<double>(e.startNs - originNs_) / 1000.0;
-    double dur = static_cast<double>(e.endNs - e.startNs) / 1000.0;
-    std::fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d",
-                 jsonEscape(e.name).c_str(), e.tid == 0 ? "op" : "step", ts, dur, rank_, e.tid);
-    if (e.tid != 0) std::fprintf(f, ",\"args\":{\"peer\":%d,\"bytes\":%llu}", e.peer, static_cast<unsigned long long>(e.bytes));
-    std::fprintf(f, "}");
+    nlohmann::json event = {{"name", e.name},
+                            {"cat", e.tid == 0 ? "op" : "step"},
+                            {"ph", "X"},
+                            {"ts", static_cast<double>(e.startNs - originNs_) / 1000.0},
+                            {"dur", static_cast<double>(e.endNs - e.startNs) / 1000.0},
+                            {"pid", rank_},
+                            {"tid", e.tid}};
+    if (e.tid != 0) event["args"] = {{"peer", e.peer}, {"bytes", e.bytes}};
+    out << ",\n" << event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  std::fprintf(f, "\n]}\n");
-  std::fclose(f);
+  out << "\n]}\n";
 }
 
 }  // namespace loom
