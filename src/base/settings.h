@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "base/tools_api.h"
 
 namespace loom {
 
@@ -45,7 +46,7 @@ struct SettingSpec {
 };
 
 // Every setting, in settings.def's order.
-std::span<const SettingSpec> allSettings();
+LOOM_TOOLS_API std::span<const SettingSpec> allSettings();
 const SettingSpec& specOf(Setting s);
 // By name, with or without the LOOM_ prefix, or by the NCCL variable it reads (Honoured), any case;
 // null when there is none.
@@ -55,7 +56,7 @@ const SettingSpec* findSetting(std::string_view name);
 // with a value Loom can use.
 bool settingIsSet(Setting s);
 // Where the value comes from: "environment", "environment (NCCL_...)" or "default".
-const char* settingSource(Setting s);
+LOOM_TOOLS_API const char* settingSource(Setting s);
 // Ok, or loomInvalidArgument naming the setting, its value and what it allows (LOOM_ variables only:
 // an NCCL one Loom cannot use is ignored).
 Status checkSetting(Setting s);
@@ -64,7 +65,7 @@ Status checkSetting(Setting s);
 void logUnreadNcclVariables();
 
 // The value as text: the environment's, else the default ("" for unset Text, and for computed ones).
-std::string settingText(Setting s);
+LOOM_TOOLS_API std::string settingText(Setting s);
 // Integer and Flag settings: the environment's value (decimal, 0x.., K/M/G) when valid, else the
 // default (a warning says so). `computed`: the default of a "(computed)" setting.
 int64_t settingInt(Setting s);
@@ -79,7 +80,7 @@ bool settingFlag(Setting s);
 std::string settingChoice(Setting s);
 
 // The value as it would be used, as text (a computed default says "(computed)").
-std::string settingEffective(Setting s);
+LOOM_TOOLS_API std::string settingEffective(Setting s);
 
 // A value a communicator uses and where it came from: "default", "environment", or a field of the
 // loomConfig_t it was made with ("loomConfig_t.timeoutMs"). Its init log and graph dump list them.

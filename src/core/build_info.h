@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "base/tools_api.h"
+
 namespace loom {
 
 struct BuildInfo {
@@ -18,6 +20,6 @@ struct BuildInfo {
   std::vector<std::string> netProviders;  // "socket", "ib", "ucx", "plugin" (NCCL net plugins, loaded at run time)
 };
 
-const BuildInfo& buildInfo();
+LOOM_TOOLS_API const BuildInfo& buildInfo();
 
 }  // namespace loom

@@ -21,6 +21,7 @@
 #include "base/exchange.h"
 #include "base/process_identity.h"
 #include "base/status.h"
+#include "base/tools_api.h"
 #include "device/operation_gate.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/device_plan_layout.h"
@@ -43,11 +44,11 @@ struct MemoryInfo {
 
 // Whether this process can serve device memory: a CUDA build that found a driver and a GPU. Decided
 // once; LOOM_CUDA=0 answers false without touching CUDA.
-bool cudaUsable();
+LOOM_TOOLS_API bool cudaUsable();
 // Devices visible to this process (0 when CUDA is unusable).
-int deviceCount();
+LOOM_TOOLS_API int deviceCount();
 // Why CUDA is unusable ("" when it is usable), for messages.
-const std::string& unusableReason();
+LOOM_TOOLS_API const std::string& unusableReason();
 // Device memory a caller asks for (loomMemAlloc, the NCCL drop-in's ncclMemAlloc): on the current
 // device; an error naming the reason where CUDA is unusable.
 Status allocateDeviceMemory(size_t bytes, void** out);
@@ -71,7 +72,7 @@ Status checkDeviceList(int ndev, const int* devlist);
 // rank that named no device runs on, for the topology. -1 when CUDA is unusable or untouched.
 int activeDevice();
 // A device's PCI bus id ("0000:0c:00.0"), "" when CUDA cannot say.
-std::string busIdOf(int device);
+LOOM_TOOLS_API std::string busIdOf(int device);
 
 // A PreMulSum scalar made with loomScalarDevice may live in device memory: then its element is copied
 // into `storage` (8 bytes) in `stream`'s order and waited for, and *scalar points there, so that the

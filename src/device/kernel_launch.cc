@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "base/datatype.h"
 #include "base/settings.h"
@@ -83,211 +84,263 @@ Status enqueueOneRankCollective(const KernelPlan& kp, cudaStream_t stream) {
 
 }  // namespace
 
+// One launchRun's working state, filled step by step: plans [first, first + n) of `plans`.
+struct PlanKernels::Run {
+  Run(std::vector<KernelPlan>& all, size_t from, size_t end, cudaStream_t on, bool inCapture)
+      : plans(all), first(from), n(end - from), stream(on), captured(inCapture), stagedAt(n, SIZE_MAX),
+        scratchAt(n, SIZE_MAX), direct(n), sends(n), recvs(n), bindings(n), planBytes(n), firstStatus(n), key(n),
+        calls(n) {}
+  KernelPlan& plan(size_t k) { return plans[first + k]; }
+
+  std::vector<KernelPlan>& plans;
+  const size_t first, n;
+  const cudaStream_t stream;
+  const bool captured;
+  cudaMemPool_t pool = nullptr;
+  std::shared_ptr<KernelLaunch> launch = std::make_shared<KernelLaunch>();
+
+  // placeTemporaries: offsets in one region of temporaries (SIZE_MAX: none), and the region.
+  std::vector<size_t> stagedAt, scratchAt;
+  size_t tempBytes = 0;
+  char* temps = nullptr;
+  std::vector<StagedSend> stagedSends;
+
+  // bindPlans: what each plan is bound to, its encoded size and its shape on the device.
+  std::vector<std::vector<uint8_t>> direct;
+  std::vector<std::vector<cuda::DeviceFifo>> sends, recvs;
+  std::vector<DevicePlanBindings> bindings;
+  std::vector<size_t> planBytes, firstStatus;
+  std::vector<PlanShapeKey> key;
+  bool cacheable = false;
+  size_t lanes = 0;
+  uint32_t blocks = 0;
+
+  // reserveHostBlock: the lanes' statuses, then the call tables, then an encoding on its way.
+  const PlanCache::Entry* cached = nullptr;
+  DevicePlanSequenceLayout layout;
+  bool tables = false;
+  size_t statusBytes = 0, tableBytes = 0, encodedBytes = 0;
+  bool slotted = false;
+  char* hostBlock = nullptr;
+
+  // encodeOrFind: the sequence on the device; one not cached is freed behind the kernel.
+  const char* sequence = nullptr;
+  char* sequenceToFree = nullptr;
+
+  // bindCalls: the kernel's parameter, and tables in device memory when it cannot hold the calls.
+  std::vector<cuda::DevicePlanCall> calls;
+  char* tableDevice = nullptr;
+  std::optional<StreamTemporaries> tableTemps;  // tables too large for a slot: freed behind the kernel
+  cuda::DeviceLaunchArgs args;
+};
+
 Status PlanKernels::launchRun(std::vector<KernelPlan>& plans, size_t first, size_t end, loomStream_t stream,
                               bool captured) {
   if (std::all_of(plans.begin() + first, plans.begin() + end, isOneRankCollective)) {
     for (size_t k = first; k < end; ++k) LOOM_TRY(enqueueOneRankCollective(plans[k], stream));
     return Status::Ok();
   }
-  const P2pFifos& fifos = *fifos_;
-  const loomDataType_t dtype = plans[first].dtype;
-  const size_t n = end - first;
-  auto launch = std::make_shared<KernelLaunch>();
-  cudaMemPool_t pool = nullptr;
-  LOOM_TRY(launchPool(fifos.device(), &pool));
+  Run run(plans, first, end, stream, captured);
+  LOOM_TRY(launchPool(fifos_->device(), &run.pool));
   // A captured launch's device memory is read at every replay: kept for the communicator's lifetime and
   // allocated outside the capture, so that the graph holds no memory nodes (stream_pool.h's
   // KeptDeviceMemory says why those deadlock ranks sharing a GPU).
-  if (captured && !kept_) kept_ = std::make_shared<KeptDeviceMemory>(fifos.device(), pool);
-
-  // Temporaries (a staged or scaled input, scratch): one region, carved per plan.
-  std::vector<size_t> stagedAt(n, SIZE_MAX), scratchAt(n, SIZE_MAX);
-  size_t tempBytes = 0;
-  auto carve = [&](size_t bytes) {
-    const size_t at = tempBytes;
-    tempBytes += (bytes + 255) / 256 * 256;  // each piece aligned as an allocation would be
-    return at;
-  };
-  for (size_t k = 0; k < n; ++k) {
-    const KernelPlan& kp = plans[first + k];
-    if (kp.plan->coll == Collective::SendRecv) continue;
-    if (kp.stageFrom) stagedAt[k] = carve(kp.stageBytes);
-    if (const size_t bytes = kp.plan->scratchElems * kp.elemSize; bytes > 0) scratchAt[k] = carve(bytes);
-  }
-  char* temps = nullptr;
-  if (tempBytes > 0) {
-    if (captured)
-      LOOM_TRY(kept_->allocate(tempBytes, &temps));
-    else
-      LOOM_TRY(workspace_.reserve(tempBytes, pool, stream, &temps));
-  }
-  std::vector<StagedSend> stagedSends;
-  std::vector<std::vector<uint8_t>> direct(n);
-  std::vector<std::vector<cuda::DeviceFifo>> sends(n), recvs(n);
-  std::vector<DevicePlanBindings> bindings(n);
-  std::vector<size_t> planBytes(n), firstStatus(n);
-  std::vector<PlanShapeKey> key(n);
-  bool cacheable = !captured;  // a graph keeps its own encoding (kept memory, above)
-  size_t lanes = 0;
-  uint32_t blocks = 0;
-  for (size_t k = 0; k < n; ++k) {
-    KernelPlan& kp = plans[first + k];
-    if (stagedAt[k] != SIZE_MAX) {
-      kp.buffers[kSendBuffer] = temps + stagedAt[k];
-      stagedSends.push_back({kp.buffers[kSendBuffer], &kp});
-    }
-    if (kp.plan->coll != Collective::SendRecv)
-      kp.buffers[kScratchBuffer] = scratchAt[k] != SIZE_MAX ? temps + scratchAt[k] : nullptr;
-    direct[k] = directBuffersOf(fifos, kp.buffers);
-    DevicePlanBindings& b = bindings[k];
-    b.dtype = kp.dtype;
-    b.op = kp.op;
-    b.buffers = kp.buffers;
-    b.directBuffers = direct[k];
-    b.nchannels = std::clamp<uint32_t>(kp.plan->nchannels, 1, fifos.nchannels());
-    sends[k] = fifoTable(fifos.sends(), fifos.nchannels(), b.nchannels);
-    recvs[k] = fifoTable(fifos.recvs(), fifos.nchannels(), b.nchannels);
-    b.sends = sends[k];
-    b.recvs = recvs[k];
-    b.abort = const_cast<uint32_t*>(abortFlag_.device);
-    b.timeoutNs = static_cast<uint64_t>(std::max<int64_t>(facts_.timeoutMs, 0)) * 1000000u;
-    b.lowLatencyBytes = lowLatencyBytes_;
-    planBytes[k] = devicePlanBytes(*kp.plan, b);
-    firstStatus[k] = lanes;
-    lanes += kp.plan->lanes.size();
-    blocks = std::max(blocks, static_cast<uint32_t>(kp.plan->lanes.size()));
-    cacheable = cacheable && kp.buffers.size() <= cuda::kInlineBuffers;
-    if (cacheable) {
-      const size_t scratch = kp.plan->scratchElems * kp.elemSize;
-      std::vector<size_t> extents{kp.stageFrom ? kp.stageBytes : kp.sendBytes, kp.recvBytes, scratch};
-      key[k] = PlanShapeKey{kp.plan.get(), kp.dtype, b.nchannels, direct[k], bufferAliases(kp.buffers, extents)};
-    }
-  }
-  if (blocks == 0) return Status::Ok();
+  if (captured && !kept_) kept_ = std::make_shared<KeptDeviceMemory>(fifos_->device(), run.pool);
+  LOOM_TRY(placeTemporaries(run));
+  bindPlans(run);
+  if (run.blocks == 0) return Status::Ok();
   // Every block of every rank sharing the GPU must be resident at once: a launch beyond this rank's
   // share could leave a peer's blocks waiting for SMs that this launch holds.
-  if (blocks > fifos.residentShare())
+  if (run.blocks > fifos_->residentShare())
     return errorStatus(loomInvalidUsage,
                        "{}: {} needs {} thread blocks at once, more than the {} that each rank's share of its GPU "
                        "holds resident: use fewer ranks per GPU",
-                       facts_.describe, plans[first].describe(), blocks, fifos.residentShare());
+                       facts_.describe, plans[first].describe(), run.blocks, fifos_->residentShare());
+  LOOM_TRY(reserveHostBlock(run));
+  LOOM_TRY(encodeOrFind(run));
+  LOOM_TRY(bindCalls(run));
+  return enqueueRun(run);
+}
 
-  // Found on the device by shape, or encoded below.
-  const PlanCache::Entry* cached = cacheable ? cache_.find(key) : nullptr;
-  const DevicePlanSequenceLayout layout = layoutDevicePlanSequence(planBytes);
-  const size_t encodedBytes = cached ? 0 : (layout.total + 15) / 16 * 16;
+Status PlanKernels::placeTemporaries(Run& run) {
+  auto carve = [&](size_t bytes) {
+    const size_t at = run.tempBytes;
+    run.tempBytes += (bytes + 255) / 256 * 256;  // each piece aligned as an allocation would be
+    return at;
+  };
+  for (size_t k = 0; k < run.n; ++k) {
+    const KernelPlan& kp = run.plan(k);
+    if (kp.plan->coll == Collective::SendRecv) continue;
+    if (kp.stageFrom) run.stagedAt[k] = carve(kp.stageBytes);
+    if (const size_t bytes = kp.plan->scratchElems * kp.elemSize; bytes > 0) run.scratchAt[k] = carve(bytes);
+  }
+  if (run.tempBytes == 0) return Status::Ok();
+  if (run.captured) return kept_->allocate(run.tempBytes, &run.temps);
+  return workspace_.reserve(run.tempBytes, run.pool, run.stream, &run.temps);
+}
 
+void PlanKernels::bindPlans(Run& run) {
+  const P2pFifos& fifos = *fifos_;
+  run.cacheable = !run.captured;  // a graph keeps its own encoding (kept memory, launchRun)
+  for (size_t k = 0; k < run.n; ++k) {
+    KernelPlan& kp = run.plan(k);
+    if (run.stagedAt[k] != SIZE_MAX) {
+      kp.buffers[kSendBuffer] = run.temps + run.stagedAt[k];
+      run.stagedSends.push_back({kp.buffers[kSendBuffer], &kp});
+    }
+    if (kp.plan->coll != Collective::SendRecv)
+      kp.buffers[kScratchBuffer] = run.scratchAt[k] != SIZE_MAX ? run.temps + run.scratchAt[k] : nullptr;
+    run.direct[k] = directBuffersOf(fifos, kp.buffers);
+    DevicePlanBindings& b = run.bindings[k];
+    b.dtype = kp.dtype;
+    b.op = kp.op;
+    b.buffers = kp.buffers;
+    b.directBuffers = run.direct[k];
+    b.nchannels = std::clamp<uint32_t>(kp.plan->nchannels, 1, fifos.nchannels());
+    run.sends[k] = fifoTable(fifos.sends(), fifos.nchannels(), b.nchannels);
+    run.recvs[k] = fifoTable(fifos.recvs(), fifos.nchannels(), b.nchannels);
+    b.sends = run.sends[k];
+    b.recvs = run.recvs[k];
+    b.abort = const_cast<uint32_t*>(abortFlag_.device);
+    b.timeoutNs = static_cast<uint64_t>(std::max<int64_t>(facts_.timeoutMs, 0)) * 1000000u;
+    b.lowLatencyBytes = lowLatencyBytes_;
+    run.planBytes[k] = devicePlanBytes(*kp.plan, b);
+    run.firstStatus[k] = run.lanes;
+    run.lanes += kp.plan->lanes.size();
+    run.blocks = std::max(run.blocks, static_cast<uint32_t>(kp.plan->lanes.size()));
+    run.cacheable = run.cacheable && kp.buffers.size() <= cuda::kInlineBuffers;
+    if (run.cacheable) {
+      const size_t scratch = kp.plan->scratchElems * kp.elemSize;
+      std::vector<size_t> extents{kp.stageFrom ? kp.stageBytes : kp.sendBytes, kp.recvBytes, scratch};
+      run.key[k] = PlanShapeKey{kp.plan.get(), kp.dtype, b.nchannels, run.direct[k], bufferAliases(kp.buffers, extents)};
+    }
+  }
+}
+
+Status PlanKernels::reserveHostBlock(Run& run) {
+  // Found on the device by shape, or encoded by encodeOrFind.
+  run.cached = run.cacheable ? cache_.find(run.key) : nullptr;
+  run.layout = layoutDevicePlanSequence(run.planBytes);
+  run.encodedBytes = run.cached ? 0 : (run.layout.total + 15) / 16 * 16;
   // The lanes' statuses, (a launch of more plans or buffers than its parameter holds) the calls and
   // buffer tables the kernel reads from device memory, and an encoding on its way to the device: in a
   // slot of the ring (nothing allocated, plan_slots.h, and kept until the launch ended, as the copy
   // from it needs); a captured launch keeps a block of its own for the communicator's lifetime.
-  const bool tables = n > cuda::kInlinePlans ||
-                      std::any_of(plans.begin() + first, plans.begin() + end,
-                                  [](const KernelPlan& kp) { return kp.buffers.size() > cuda::kInlineBuffers; });
-  const size_t statusBytes = (lanes * sizeof(cuda::DeviceLaneStatus) + 15) / 16 * 16;
-  size_t tableBytes = 0;
-  if (tables) {
-    tableBytes = n * sizeof(cuda::DevicePlanCall);
-    for (size_t k = 0; k < n; ++k)
-      if (plans[first + k].buffers.size() > cuda::kInlineBuffers) tableBytes += plans[first + k].buffers.size() * sizeof(char*);
-    tableBytes = (tableBytes + 15) / 16 * 16;
+  run.tables = run.n > cuda::kInlinePlans ||
+               std::any_of(run.plans.begin() + run.first, run.plans.begin() + run.first + run.n,
+                           [](const KernelPlan& kp) { return kp.buffers.size() > cuda::kInlineBuffers; });
+  run.statusBytes = (run.lanes * sizeof(cuda::DeviceLaneStatus) + 15) / 16 * 16;
+  if (run.tables) {
+    run.tableBytes = run.n * sizeof(cuda::DevicePlanCall);
+    for (size_t k = 0; k < run.n; ++k)
+      if (run.plan(k).buffers.size() > cuda::kInlineBuffers) run.tableBytes += run.plan(k).buffers.size() * sizeof(char*);
+    run.tableBytes = (run.tableBytes + 15) / 16 * 16;
   }
-  const size_t hostBytes = statusBytes + tableBytes + encodedBytes;
-  const bool slotted = !captured && hostBytes <= slots_.slotBytes();
-  if (slotted)
-    LOOM_TRY(takeSlot(launch.get()));
+  const size_t hostBytes = run.statusBytes + run.tableBytes + run.encodedBytes;
+  run.slotted = !run.captured && hostBytes <= slots_.slotBytes();
+  if (run.slotted)
+    LOOM_TRY(takeSlot(run.launch.get()));
   else
-    LOOM_TRY(launch->blob.acquire(hostBytes));
-  char* hostBlock = slotted ? slots_.host(launch->slot) : launch->blob.data();
-  std::memset(hostBlock, 0, statusBytes);
-  launch->statuses = reinterpret_cast<cuda::DeviceLaneStatus*>(hostBlock);
+    LOOM_TRY(run.launch->blob.acquire(hostBytes));
+  run.hostBlock = run.slotted ? slots_.host(run.launch->slot) : run.launch->blob.data();
+  std::memset(run.hostBlock, 0, run.statusBytes);
+  run.launch->statuses = reinterpret_cast<cuda::DeviceLaneStatus*>(run.hostBlock);
+  return Status::Ok();
+}
 
+Status PlanKernels::encodeOrFind(Run& run) {
+  if (run.cached) {
+    run.sequence = run.cached->sequence;
+    return Status::Ok();
+  }
   // A shape not on the device: encoded now (the buffers' checks happen here, before anything is
   // enqueued) and copied there.
-  char* sequenceToFree = nullptr;
-  const char* sequence = cached ? cached->sequence : nullptr;
-  if (!cached) {
-    std::byte* blob = reinterpret_cast<std::byte*>(hostBlock + statusBytes + tableBytes);
-    writeDevicePlanSequenceHeader(layout, blocks, std::span(blob, layout.total));
-    for (size_t k = 0; k < n; ++k) {
-      cuda::DevicePlanShape shape;
-      Status encoded = encodeDevicePlan(*plans[first + k].plan, bindings[k],
-                                        std::span(blob + layout.offsets[k], planBytes[k]), &shape);
-      if (!encoded.ok()) return encoded.withContext(plans[first + k].describe());
-    }
-    char* onDevice = nullptr;
-    if (captured) {
-      LOOM_TRY(kept_->upload(blob, layout.total, &onDevice));  // outside the capture: no copy node
-    } else {
-      void* p = nullptr;
-      LOOM_CUDA_TRY(cudaMallocFromPoolAsync(&p, layout.total, pool, stream));
-      onDevice = static_cast<char*>(p);
-      LOOM_CUDA_TRY(cudaMemcpyAsync(onDevice, blob, layout.total, cudaMemcpyHostToDevice, stream));
-      if (cacheable) {
-        PlanCache::Entry entry{onDevice, {}};
-        for (size_t k = 0; k < n; ++k) entry.plans.push_back(plans[first + k].plan);
-        std::vector<char*> evicted;
-        cache_.insert(std::move(key), std::move(entry), &evicted);
-        for (char* old : evicted) LOOM_CUDA_TRY(cudaFreeAsync(old, stream));  // behind the launches that used it
-      } else {
-        sequenceToFree = onDevice;  // after the kernel, in stream order
-      }
-    }
-    sequence = onDevice;
+  std::byte* blob = reinterpret_cast<std::byte*>(run.hostBlock + run.statusBytes + run.tableBytes);
+  writeDevicePlanSequenceHeader(run.layout, run.blocks, std::span(blob, run.layout.total));
+  for (size_t k = 0; k < run.n; ++k) {
+    cuda::DevicePlanShape shape;
+    Status encoded = encodeDevicePlan(*run.plan(k).plan, run.bindings[k],
+                                      std::span(blob + run.layout.offsets[k], run.planBytes[k]), &shape);
+    if (!encoded.ok()) return encoded.withContext(run.plan(k).describe());
   }
+  char* onDevice = nullptr;
+  if (run.captured) {
+    LOOM_TRY(kept_->upload(blob, run.layout.total, &onDevice));  // outside the capture: no copy node
+    run.sequence = onDevice;
+    return Status::Ok();
+  }
+  void* p = nullptr;
+  LOOM_CUDA_TRY(cudaMallocFromPoolAsync(&p, run.layout.total, run.pool, run.stream));
+  onDevice = static_cast<char*>(p);
+  LOOM_CUDA_TRY(cudaMemcpyAsync(onDevice, blob, run.layout.total, cudaMemcpyHostToDevice, run.stream));
+  run.sequence = onDevice;
+  if (!run.cacheable) {
+    run.sequenceToFree = onDevice;  // after the kernel, in stream order
+    return Status::Ok();
+  }
+  PlanCache::Entry entry{onDevice, {}};
+  for (size_t k = 0; k < run.n; ++k) entry.plans.push_back(run.plan(k).plan);
+  std::vector<char*> evicted;
+  cache_.insert(std::move(run.key), std::move(entry), &evicted);
+  for (char* old : evicted) LOOM_CUDA_TRY(cudaFreeAsync(old, run.stream));  // behind the launches that used it
+  return Status::Ok();
+}
 
-  // The calls: the kernel's parameter, or tables in device memory.
-  StreamTemporaries tableTemps(stream, pool);  // tables too large for a slot: freed behind the kernel
-  cuda::DeviceLaunchArgs args;
-  args.sequence = sequence;
-  std::vector<cuda::DevicePlanCall> calls(n);
-  char* tableHost = hostBlock + statusBytes;
-  char* tableDevice = nullptr;
-  if (tables) {
-    if (captured)
-      LOOM_TRY(kept_->allocate(tableBytes, &tableDevice));
-    else if (slotted)
-      tableDevice = slots_.device(launch->slot) + statusBytes;
-    else
-      LOOM_TRY(tableTemps.allocate(tableBytes, &tableDevice));
+Status PlanKernels::bindCalls(Run& run) {
+  run.args.sequence = run.sequence;
+  char* tableHost = run.hostBlock + run.statusBytes;
+  if (run.tables) {
+    if (run.captured) {
+      LOOM_TRY(kept_->allocate(run.tableBytes, &run.tableDevice));
+    } else if (run.slotted) {
+      run.tableDevice = slots_.device(run.launch->slot) + run.statusBytes;
+    } else {
+      run.tableTemps.emplace(run.stream, run.pool);
+      LOOM_TRY(run.tableTemps->allocate(run.tableBytes, &run.tableDevice));
+    }
   }
-  size_t bufferTableAt = n * sizeof(cuda::DevicePlanCall);
-  for (size_t k = 0; k < n; ++k) {
-    KernelPlan& kp = plans[first + k];
-    bindings[k].laneStatus = launch->statuses + firstStatus[k];
+  size_t bufferTableAt = run.n * sizeof(cuda::DevicePlanCall);
+  for (size_t k = 0; k < run.n; ++k) {
+    KernelPlan& kp = run.plan(k);
+    run.bindings[k].laneStatus = run.launch->statuses + run.firstStatus[k];
     char* const* bufferTable = nullptr;
     if (kp.buffers.size() > cuda::kInlineBuffers) {
       std::memcpy(tableHost + bufferTableAt, kp.buffers.data(), kp.buffers.size() * sizeof(char*));
-      bufferTable = reinterpret_cast<char* const*>(tableDevice + bufferTableAt);
+      bufferTable = reinterpret_cast<char* const*>(run.tableDevice + bufferTableAt);
       bufferTableAt += kp.buffers.size() * sizeof(char*);
     }
-    LOOM_TRY(bindDevicePlanCall(*kp.plan, bindings[k], bufferTable, &calls[k]).withContext(kp.describe()));
-    launch->entries.push_back({kp.plan, kp.describe, firstStatus[k]});
+    LOOM_TRY(bindDevicePlanCall(*kp.plan, run.bindings[k], bufferTable, &run.calls[k]).withContext(kp.describe()));
+    run.launch->entries.push_back({kp.plan, kp.describe, run.firstStatus[k]});
   }
-  if (tables) {
-    std::memcpy(tableHost, calls.data(), n * sizeof(cuda::DevicePlanCall));
-    args.callTable = reinterpret_cast<const cuda::DevicePlanCall*>(tableDevice);
+  if (run.tables) {
+    std::memcpy(tableHost, run.calls.data(), run.n * sizeof(cuda::DevicePlanCall));
+    run.args.callTable = reinterpret_cast<const cuda::DevicePlanCall*>(run.tableDevice);
   } else {
-    std::copy(calls.begin(), calls.end(), args.calls);
+    std::copy(run.calls.begin(), run.calls.end(), run.args.calls);
   }
+  return Status::Ok();
+}
 
-  // Nothing is enqueued before this point but allocations and the encoding's copy: a refusal above
+Status PlanKernels::enqueueRun(Run& run) {
+  // Nothing is enqueued before this point but allocations and the encoding's copy: a refusal before it
   // leaves the user's memory as it was.
-  if (tables) {
-    if (captured)
-      LOOM_TRY(kept_->copy(tableDevice, tableHost, tableBytes));  // outside the capture: no copy node
+  if (run.tables) {
+    const char* tableHost = run.hostBlock + run.statusBytes;
+    if (run.captured)
+      LOOM_TRY(kept_->copy(run.tableDevice, tableHost, run.tableBytes));  // outside the capture: no copy node
     else
-      LOOM_CUDA_TRY(cudaMemcpyAsync(tableDevice, tableHost, tableBytes, cudaMemcpyHostToDevice, stream));
+      LOOM_CUDA_TRY(cudaMemcpyAsync(run.tableDevice, tableHost, run.tableBytes, cudaMemcpyHostToDevice, run.stream));
   }
-  for (const StagedSend& s : stagedSends) LOOM_TRY(enqueueStagedSend(s, stream));
-  LOOM_TRY(cudaStatus(cuda::launchDevicePlanSequence(args, blocks, dtype, stream), "launching the plan kernel"));
-  if (sequenceToFree) LOOM_CUDA_TRY(cudaFreeAsync(sequenceToFree, stream));
-  if (!captured) LOOM_TRY(launch->done.record(stream));
+  for (const StagedSend& s : run.stagedSends) LOOM_TRY(enqueueStagedSend(s, run.stream));
+  LOOM_TRY(cudaStatus(cuda::launchDevicePlanSequence(run.args, run.blocks, run.plan(0).dtype, run.stream),
+                      "launching the plan kernel"));
+  if (run.sequenceToFree) LOOM_CUDA_TRY(cudaFreeAsync(run.sequenceToFree, run.stream));
+  if (!run.captured) LOOM_TRY(run.launch->done.record(run.stream));
   std::lock_guard<std::mutex> lock(mutex_);
-  if (captured)
-    captured_.push_back(std::move(launch));
+  if (run.captured)
+    captured_.push_back(std::move(run.launch));
   else
-    launches_.push_back(std::move(launch));
+    launches_.push_back(std::move(run.launch));
   return Status::Ok();
 }
 

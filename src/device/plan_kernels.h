@@ -110,8 +110,22 @@ class PlanKernels {
  private:
   // Nothing enqueued yet: what launch() refuses (alignment, the legacy stream, mixed captures).
   Status checkLaunchable(const std::vector<KernelPlan>& plans, std::span<const loomStream_t> streams) const;
-  // Encodes plans [first, end) (one dtype) as one sequence and launches it on `stream` (kernel_launch.cc).
+  // Encodes plans [first, end) (one dtype) as one sequence and launches it on `stream` (kernel_launch.cc),
+  // in the steps below, which share one Run.
   Status launchRun(std::vector<KernelPlan>& plans, size_t first, size_t end, loomStream_t stream, bool captured);
+  struct Run;
+  // Staged inputs and scratch, carved from one region of the workspace (captured: kept memory).
+  Status placeTemporaries(Run& run);
+  // Each plan's buffers, FIFOs and limits, its encoded size and its shape key for the cache.
+  void bindPlans(Run& run);
+  // The pinned block of the lanes' statuses, the call tables and an encoding: a ring slot or its own.
+  Status reserveHostBlock(Run& run);
+  // The sequence on the device: found by shape, or encoded (every buffer checked) and copied there.
+  Status encodeOrFind(Run& run);
+  // The kernel's calls: its parameter, or tables in device memory when the parameter cannot hold them.
+  Status bindCalls(Run& run);
+  // Tables, staged inputs, the kernel; the launch kept until its stream passed it.
+  Status enqueueRun(Run& run);
   // A free slot of the ring for `launch`, waiting for this rank's oldest launch while none is
   // (plan_slots.h says why that cannot deadlock).
   Status takeSlot(KernelLaunch* launch);

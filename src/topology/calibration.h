@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/tools_api.h"
 
 namespace loom {
 
@@ -20,11 +21,11 @@ struct Calibration {
 };
 
 // `rounds` measurements of `bytes` each after one warm-up; their median.
-Status measureCalibration(size_t bytes, int rounds, Calibration* out);
+LOOM_TOOLS_API Status measureCalibration(size_t bytes, int rounds, Calibration* out);
 
 // This process's calibration: LOOM_CALIBRATION_FILE when set (an unreadable or malformed file is an
 // error naming it), else the host cache's, else measured and cached (later calls return the same).
-Status processCalibration(Calibration* out);
+LOOM_TOOLS_API Status processCalibration(Calibration* out);
 
 // The JSON file `loom-topo --calibrate` writes: {"copy_gbs": X}.
 Status readCalibrationFile(const std::string& path, Calibration* out);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/tools_api.h"
 
 namespace loom {
 
@@ -26,7 +27,7 @@ enum class LinkKind : uint8_t {
 //   SYS across the CPU interconnect; NET between hosts.
 enum class PathType : uint8_t { Loc, Nvl, Nvb, Pix, Pxb, Phb, Sys, Net };
 
-const char* pathTypeName(PathType type);
+LOOM_TOOLS_API const char* pathTypeName(PathType type);
 const char* nodeKindName(NodeKind kind);
 // NVL/NVB: the GPUs can reach each other's memory over NVLink.
 inline bool isNvLinkClass(PathType type) { return type == PathType::Nvl || type == PathType::Nvb; }
@@ -118,14 +119,14 @@ class SystemGraph {
 
   // Valid after finalize(). Paths start at a GPU, NIC or CPU; a path to a node that cannot be reached
   // has bwGbs 0.
-  const Path& path(int fromNode, int toNode) const;
+  LOOM_TOOLS_API const Path& path(int fromNode, int toNode) const;
   const Path& gpuPath(int gpuA, int gpuB) const { return path(gpus_.at(gpuA), gpus_.at(gpuB)); }
   const Path& gpuNicPath(int gpu, int nic) const { return path(gpus_.at(gpu), nics_.at(nic)); }
   // The NIC a GPU uses for traffic that leaves the host: the best path class (then bandwidth) from it,
   // or -1 with no NIC. Where several NICs tie (two NICs behind the GPUs' PCIe switch, as on Azure's
   // NDv4), the GPUs that tie for the same NICs share them out in index order, one each, as NCCL
   // pairs them; without that every such GPU would crowd onto the first NIC.
-  int closestNic(int gpu) const;
+  LOOM_TOOLS_API int closestNic(int gpu) const;
   // The NICs that tie for the best path from this GPU, in index order.
   std::vector<int> closestNics(int gpu) const;
   // The CPU/NUMA node a GPU or NIC is attached to, -1 if unknown.

@@ -9,13 +9,14 @@
 #include <optional>
 #include <string>
 
+#include "base/tools_api.h"
 #include "topology/calibration.h"
 #include "topology/graph.h"
 
 namespace loom {
 
 // The folder, or "" when caching is off or no folder can be named.
-std::string hostCacheDir();
+LOOM_TOOLS_API std::string hostCacheDir();
 
 // This host's graph as cached (parsed with source "live"), or nullopt.
 bool readCachedHostGraph(SystemGraph* graph);

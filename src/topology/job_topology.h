@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/tools_api.h"
 #include "topology/graph.h"
 
 namespace loom {
@@ -126,6 +127,6 @@ Status modelJob(const SystemGraph& host, const std::vector<std::vector<int>>& ho
                 JobTopology* out);
 // `nranks` ranks in hosts of `ranksPerHost` (0: one host; the last may be partial), standing for the
 // host's GPUs in order (loom-info; tests).
-Status modelJob(const SystemGraph& host, int nranks, int ranksPerHost, double copyGbs, JobTopology* out);
+LOOM_TOOLS_API Status modelJob(const SystemGraph& host, int nranks, int ranksPerHost, double copyGbs, JobTopology* out);
 
 }  // namespace loom

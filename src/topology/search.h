@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/tools_api.h"
 #include "topology/graph.h"
 
 namespace loom {
@@ -32,7 +33,7 @@ struct GpuChannels {
   double treeGbs = 0;  // the slowest parent-child path of the trees
 };
 
-Status searchChannels(const SystemGraph& graph, const ChannelSearchOptions& options, GpuChannels* out);
+LOOM_TOOLS_API Status searchChannels(const SystemGraph& graph, const ChannelSearchOptions& options, GpuChannels* out);
 
 // Bottleneck bandwidth of one ring on its own (its slowest hop's path), 0 if a hop has no path.
 double ringBottleneckGbs(const SystemGraph& graph, const std::vector<int>& ring);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/tools_api.h"
 #include "topology/graph.h"
 
 namespace loom {
@@ -24,7 +25,7 @@ Status loadTopologyFile(const std::string& path, SystemGraph* graph);
 
 // This host's topology as the rest of Loom should see it: the file named by LOOM_TOPO_FILE when set,
 // else live discovery.
-Status loadSystemTopology(SystemGraph* graph);
+LOOM_TOOLS_API Status loadSystemTopology(SystemGraph* graph);
 
 // The same, loaded once per process (per LOOM_TOPO_FILE value) and shared: every communicator's init
 // needs it, and discovery costs milliseconds. A discovered graph is kept in the host cache
