@@ -73,7 +73,9 @@ typedef struct {
   int nranks;
   int concurrent;         /* nonzero: every group of this one's shape runs at once, sharing the NICs */
   int root;               /* broadcast, reduce, gather, scatter: index in the group */
-  const char* algorithm;  /* force one (ring, tree, direct, hier, oneshot), as LOOM_ALGO; NULL: tuned */
+  const char* algorithm;  /* force one (ring, tree, direct, hier, oneshot), or rules by collective and size
+                             in LOOM_ALGO's syntax ("allreduce:0-64K:oneshot,64K-:ring", matched against
+                             `bytes` in whole elements); NULL or "": tuned */
   int channels;           /* force the channel count, as LOOM_NCHANNELS; 0: tuned */
   size_t chunkBytes;      /* force the chunk size, as LOOM_CHUNK_BYTES; 0: tuned */
 } loomModelRequest_t;

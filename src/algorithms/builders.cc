@@ -1,9 +1,11 @@
-// Names, buffer sizes, request validation and dispatch shared by every plan builder.
+// Names, buffer sizes, request validation and dispatch (through the registry) shared by every plan builder.
 #include "algorithms/builders.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "algorithms/build_helpers.h"
+#include "algorithms/registry.h"
 
 namespace loom {
 
@@ -44,16 +46,15 @@ const char* stepKindName(StepKind kind) {
   return "unknown";
 }
 
-const char* algorithmName(Algorithm algo) {
-  switch (algo) {
-    case Algorithm::Ring: return "ring";
-    case Algorithm::Direct: return "direct";
-    case Algorithm::Tree: return "tree";
-    case Algorithm::Hierarchical: return "hier";
-    case Algorithm::OneShot: return "oneshot";
-  }
-  return "unknown";
+const char* algorithmName(Algorithm algo) { return algorithmEntry(algo).name; }
+
+bool parseAlgorithmName(std::string_view name, Algorithm* algo) {
+  const AlgorithmEntry* entry = findAlgorithm(name);
+  if (entry) *algo = entry->id;
+  return entry != nullptr;
 }
+
+Status buildPlan(Algorithm algo, const PlanRequest& req, Plan* plan) { return algorithmEntry(algo).build(req, plan); }
 
 uint64_t sendBufferElems(const PlanRequest& req) {
   const uint64_t n = static_cast<uint64_t>(req.nranks);
@@ -90,25 +91,16 @@ uint64_t recvBufferElems(const PlanRequest& req) {
   return 0;
 }
 
-Status buildPlan(Algorithm algo, const PlanRequest& req, Plan* plan) {
-  switch (algo) {
-    case Algorithm::Ring: return buildRingPlan(req, plan);
-    case Algorithm::Direct: return buildDirectPlan(req, plan);
-    case Algorithm::Tree: return buildTreePlan(req, plan);
-    case Algorithm::Hierarchical: return buildHierarchicalPlan(req, plan);
-    case Algorithm::OneShot: return buildOneShotPlan(req, plan);
-  }
-  return invalidArgument("no {} plan builder for {}", algorithmName(algo), collectiveName(req.coll));
+bool sizeCountsEveryBlock(Collective coll) {
+  return coll == Collective::AllGather || coll == Collective::ReduceScatter || coll == Collective::AlltoAll ||
+         coll == Collective::Gather || coll == Collective::Scatter;
 }
 
-bool parseAlgorithmName(std::string_view name, Algorithm* algo) {
-  for (Algorithm a : kAllAlgorithms) {
-    if (name == algorithmName(a)) {
-      *algo = a;
-      return true;
-    }
-  }
-  return false;
+uint64_t callBytes(Collective coll, uint64_t count, size_t elemSize, int nranks) {
+  const uint64_t blocks = sizeCountsEveryBlock(coll) ? static_cast<uint64_t>(std::max(nranks, 1)) : 1;
+  const uint64_t unit = static_cast<uint64_t>(elemSize) * blocks;
+  if (unit != 0 && count > std::numeric_limits<uint64_t>::max() / unit) return std::numeric_limits<uint64_t>::max();
+  return count * unit;
 }
 
 namespace detail {

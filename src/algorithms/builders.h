@@ -12,12 +12,14 @@
 
 namespace loom {
 
-// Add new algorithms at the end: the value is part of plan cache keys and traces.
+// Add new algorithms at the end: the value is part of plan cache keys and traces. What each one is,
+// serves and is called: its entry in the registry (registry.h), which every use goes through.
 enum class Algorithm : uint8_t { Ring, Direct, Tree, Hierarchical, OneShot };
+// The enum's values (registry.cc checks at compile time that each has one registry entry).
 inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::Ring, Algorithm::Direct, Algorithm::Tree,
                                                Algorithm::Hierarchical, Algorithm::OneShot};
-const char* algorithmName(Algorithm algo);  // "ring", "direct", "tree", "hier", "oneshot"
-// The inverse of algorithmName (LOOM_ALGO values); false for anything else.
+const char* algorithmName(Algorithm algo);  // the registry's name: "ring", "direct", "tree", "hier", "oneshot"
+// The inverse of algorithmName, in any case (LOOM_ALGO's words); false for anything else.
 bool parseAlgorithmName(std::string_view name, Algorithm* algo);
 
 struct PlanRequest {
@@ -39,6 +41,13 @@ struct PlanRequest {
 uint64_t sendBufferElems(const PlanRequest& req);
 uint64_t recvBufferElems(const PlanRequest& req);
 
+// nccl-tests' size of a call (the "size" column; the cost model's CollectiveQuery::bytes; what
+// LOOM_ALGO's size ranges match): count x elemSize, times nranks for the collectives whose size counts
+// every rank's block (sizeCountsEveryBlock: AllGather, ReduceScatter, AlltoAll, Gather, Scatter).
+// Saturates instead of overflowing.
+bool sizeCountsEveryBlock(Collective coll);
+uint64_t callBytes(Collective coll, uint64_t count, size_t elemSize, int nranks);
+
 Status buildRingPlan(const PlanRequest& req, Plan* plan);
 Status buildDirectPlan(const PlanRequest& req, Plan* plan);
 // Double binary tree: AllReduce, Broadcast, Reduce (tree.cc).
@@ -49,6 +58,7 @@ Status buildHierarchicalPlan(const PlanRequest& req, Plan* plan);
 // Every rank sends its whole vector to every peer and reduces all contributions in rank order, so all
 // ranks get bitwise identical results: AllReduce with count <= chunkElems (one_shot.cc).
 Status buildOneShotPlan(const PlanRequest& req, Plan* plan);
+// The registry's builder of `algo`.
 Status buildPlan(Algorithm algo, const PlanRequest& req, Plan* plan);
 
 // The allreduce tree channel `channel` of a tree plan follows over `order` (every rank once): each

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "algorithms/registry.h"
 #include "base/hash.h"
 
 namespace loom {
@@ -14,19 +15,6 @@ constexpr uint64_t kSteadyPieces = 32;
 constexpr uint64_t kStepBudget = 150000;
 // Cached predictions per model; past this the cache starts over.
 constexpr size_t kMaxCached = 100000;
-
-// Elements of a channel's part that make every piece of the algorithm the same size: ring,
-// hierarchical and direct AllReduce cut a channel's part into nranks blocks or chunks.
-uint64_t alignment(Algorithm algo, Collective coll, int n) {
-  switch (algo) {
-    case Algorithm::Ring:
-    case Algorithm::Direct: return coll == Collective::AllReduce ? static_cast<uint64_t>(n) : 1;
-    case Algorithm::Hierarchical: return static_cast<uint64_t>(n);
-    case Algorithm::Tree:
-    case Algorithm::OneShot: return 1;
-  }
-  return 1;
-}
 
 uint64_t saturatingMul(uint64_t a, uint64_t b) {
   if (a != 0 && b > std::numeric_limits<uint64_t>::max() / a) return std::numeric_limits<uint64_t>::max();
@@ -145,7 +133,7 @@ uint64_t CostModel::scaledCount(Algorithm algo, const PlanRequest& req) {
   Key k = key(algo, req);
   std::get<2>(k) = 0;  // the same for every count
   if (auto it = scaled_.find(k); it != scaled_.end()) return it->second;
-  const uint64_t align = alignment(algo, req.coll, req.nranks);
+  const uint64_t align = algorithmEntry(algo).alignment(req.coll, req.nranks);
   const uint64_t unit = saturatingMul(saturatingMul(static_cast<uint64_t>(req.nchannels), req.chunkElems), align);
   uint64_t loops = std::max<uint64_t>(1, (kSteadyPieces + align - 1) / align);
   // What a run of one unit costs, as simulated: representatives' steps, or all ranks' when asymmetric.
@@ -165,7 +153,7 @@ uint64_t CostModel::scaledCount(Algorithm algo, const PlanRequest& req) {
 }
 
 uint64_t CostModel::exactLimit(Algorithm algo, const PlanRequest& req) {
-  if (algo == Algorithm::OneShot) return std::numeric_limits<uint64_t>::max();  // always one message
+  if (algorithmEntry(algo).oneMessage) return std::numeric_limits<uint64_t>::max();  // any size is one message
   return saturatingMul(scaledCount(algo, req), 2);
 }
 

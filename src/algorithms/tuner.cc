@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "algorithms/rail_rings.h"
+#include "algorithms/registry.h"
 
 namespace loom {
 namespace {
@@ -17,18 +18,6 @@ constexpr double kBetter = 0.999;
 constexpr double kGiveUp = 1.05;
 constexpr uint64_t kSmallestChunkBytes = 4096;
 constexpr int kChunkCandidates = 4;  // slot, slot/4, slot/16, slot/64
-
-bool applies(Algorithm algo, Collective coll) {
-  const bool personalized = coll == Collective::AlltoAll || coll == Collective::Gather || coll == Collective::Scatter;
-  switch (algo) {
-    case Algorithm::Ring: return !personalized;  // its plans for those are the direct ones
-    case Algorithm::Direct: return true;
-    case Algorithm::Tree: return coll == Collective::AllReduce || coll == Collective::Reduce || coll == Collective::Broadcast;
-    case Algorithm::Hierarchical:
-    case Algorithm::OneShot: return coll == Collective::AllReduce;
-  }
-  return false;
-}
 
 std::vector<uint64_t> chunkCandidates(const TuneRequest& req) {
   const uint64_t slot = std::max<uint64_t>(req.slotBytes, req.elemSize);
@@ -60,28 +49,31 @@ Tuner::Tuner(const MachineModel& machine, std::vector<std::vector<int>> rings)
     : cost_(machine), rings_(std::move(rings)) {}
 
 std::vector<Algorithm> Tuner::candidates(const TuneRequest& req, uint64_t count) const {
-  const MachineModel& m = cost_.machine();
-  const uint64_t slotElems = std::max<uint64_t>(1, req.slotBytes / req.elemSize);
+  // The registry's entries the tuner times for this shape, in its order; judged at the largest chunk
+  // (the slot) and one channel, as the search starts.
+  TuneRequest rep = req;
+  rep.count = count;
+  TuneChoice probe;
+  probe.chunkElems = std::max<uint64_t>(1, req.slotBytes / req.elemSize);
+  const PlanRequest pr = planRequest(rep, probe, 0);
   std::vector<Algorithm> algos;
-  // Latency-bound algorithms first: their results prune the others' lower bounds early.
-  for (Algorithm a : {Algorithm::Tree, Algorithm::OneShot, Algorithm::Ring, Algorithm::Hierarchical, Algorithm::Direct}) {
-    if (!applies(a, req.coll)) continue;
-    if (a == Algorithm::OneShot && count > slotElems) continue;
-    if (a == Algorithm::Hierarchical &&
-        (m.ranksPerNode <= 1 || m.ranksPerNode >= m.nranks || m.nranks % m.ranksPerNode != 0))
-      continue;
-    algos.push_back(a);
-  }
+  for (const AlgorithmEntry& entry : algorithmRegistry())
+    if (entry.tried(pr)) algos.push_back(entry.id);
   return algos;
 }
 
 std::vector<std::vector<int>> Tuner::ringsFor(Algorithm algo, int nchannels) const {
-  if (algo != Algorithm::Ring && algo != Algorithm::Tree) return {};
-  if (!rings_.empty()) return rings_;
-  // Rings spread inter-node traffic over the rails; trees serve small messages, where one ordering
-  // for all channels (tree edges stay inside nodes at the lower levels) costs nothing.
-  if (algo == Algorithm::Tree) return {};
-  return railRings(cost_.machine().nranks, cost_.machine().ranksPerNode, nchannels);
+  switch (algorithmEntry(algo).rings) {
+    case RingOrders::None: return {};
+    // Trees serve small messages, where one ordering for all channels (tree edges stay inside nodes at
+    // the lower levels) costs nothing.
+    case RingOrders::Communicator: return rings_;
+    // Rings spread inter-node traffic over the rails.
+    case RingOrders::CommunicatorOrRails:
+      if (!rings_.empty()) return rings_;
+      return railRings(cost_.machine().nranks, cost_.machine().ranksPerNode, nchannels);
+  }
+  return {};
 }
 
 PlanRequest Tuner::planRequest(const TuneRequest& req, const TuneChoice& choice, int rank) const {
@@ -107,28 +99,32 @@ Status Tuner::tune(const TuneRequest& req, uint64_t count, TuneChoice* choice) {
   const MachineModel& m = cost_.machine();
   std::string note;
   if (req.forcedAlgorithm) {
-    const Algorithm forced = *req.forcedAlgorithm;
+    const AlgorithmEntry& forced = algorithmEntry(*req.forcedAlgorithm);
     TuneChoice probe;
-    probe.algorithm = forced;
+    probe.algorithm = forced.id;
     probe.chunkElems = chunkCandidates(req).front();
     probe.nchannels = channelCandidates(req).front();
-    probe.rings = ringsFor(forced, probe.nchannels);
-    double bound = 0;
-    const Status st = cost_.lowerBound(forced, planRequest(rep, probe, 0), &bound);
-    if (st.ok()) {
-      algos = {forced};
+    probe.rings = ringsFor(forced.id, probe.nchannels);
+    const PlanRequest pr = planRequest(rep, probe, 0);
+    if (forced.serves(pr)) {
+      algos = {forced.id};
     } else {
-      note = fmt::format("{} does not apply here ({}); using the tuned choice", algorithmName(forced), st.message());
+      // The builder's refusal says why (builders refuse before they build anything).
+      Plan refused;
+      const Status why = forced.build(pr, &refused);
+      note = fmt::format("{} does not apply here ({}); using the tuned choice", forced.name,
+                         why.ok() ? "its registry entry does not serve this request" : why.message());
     }
   }
   double best = std::numeric_limits<double>::infinity();
   bool found = false;
   for (Algorithm algo : algos) {
+    const AlgorithmEntry& entry = algorithmEntry(algo);
     double bestOfAlgo = std::numeric_limits<double>::infinity();
     std::vector<uint64_t> chunks = chunkCandidates(req);
     std::vector<int> channels = channelCandidates(req);
-    // One-shot sends one message per peer on one lane: chunk and channels change nothing.
-    if (algo == Algorithm::OneShot) {
+    // One message per peer on one lane (one-shot): chunk and channels change nothing.
+    if (entry.oneMessage) {
       chunks.resize(1);
       channels.resize(1);
     }
@@ -150,6 +146,7 @@ Status Tuner::tune(const TuneRequest& req, uint64_t count, TuneChoice* choice) {
         c.nchannels = usedChannels;
         c.rings = ringsFor(algo, usedChannels);
         const PlanRequest pr = planRequest(rep, c, 0);
+        if (!entry.serves(pr)) break;  // one-shot with a forced chunk below its count: more channels cannot help
         double bound = 0;
         if (!cost_.lowerBound(algo, pr, &bound).ok()) break;
         if (bound >= best) break;  // more channels only add steps
@@ -183,7 +180,7 @@ Status Tuner::choosePlan(const TuneRequest& req, TuneChoice* choice) {
     choice->chunkElems = std::max<uint64_t>(1, req.slotBytes / req.elemSize);
     // A forced algorithm is not used: some cannot build these shapes (hier without nodes, oneshot
     // above one message) and none would move anything.
-    if (!applies(Algorithm::Ring, req.coll)) choice->algorithm = Algorithm::Direct;
+    if (!algorithmEntry(Algorithm::Ring).collectives.has(req.coll)) choice->algorithm = Algorithm::Direct;
     return Status::Ok();
   }
   const int cls = sizeClass(req.count * req.elemSize);

@@ -4,10 +4,13 @@
 // decided at the bucket's upper end), so after the first call of a class a choice is a map lookup.
 // One Tuner per communicator: it holds that communicator's machine and ring orderings.
 //
-// Overrides are fields of the request, filled by the caller from LOOM_ALGO, LOOM_CHUNK_BYTES and
-// LOOM_NCHANNELS; the tuner reads no environment. A forced algorithm that cannot serve the operation
-// (tree for AllGather, oneshot above one message, hier without ranksPerNode, ...) is replaced by the
-// tuned choice, with TuneChoice::note saying so.
+// The candidates are the algorithm registry's entries (registry.h), in its order, each asked whether
+// it serves a request before its plans are built.
+//
+// Overrides are fields of the request, filled by the caller from LOOM_ALGO (the rule covering the
+// call: algorithm_rules.h), LOOM_CHUNK_BYTES and LOOM_NCHANNELS; the tuner reads no environment. A
+// forced algorithm that cannot serve the operation (tree for AllGather, oneshot above one message,
+// hier without ranksPerNode, ...) is replaced by the tuned choice, with TuneChoice::note saying so.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +36,7 @@ struct TuneRequest {
   uint64_t slotBytes = 256 << 10;   // the transports' slot: no message may be larger
   int maxChannels = 1;              // channels the communicator has connections for
   // What the user forced; unset/0: tuned.
-  std::optional<Algorithm> forcedAlgorithm;  // LOOM_ALGO
+  std::optional<Algorithm> forcedAlgorithm;  // LOOM_ALGO's rule for this call (AlgorithmRules::forCall)
   uint64_t forcedChunkBytes = 0;             // LOOM_CHUNK_BYTES (clamped to [elemSize, slotBytes])
   int forcedChannels = 0;                    // LOOM_NCHANNELS (clamped to [1, maxChannels])
 };
@@ -63,12 +66,15 @@ class Tuner {
 
   const MachineModel& machine() const { return cost_.machine(); }
 
+  // The algorithms the tuner times for req at `count` elements: the registry's entries whose tried()
+  // holds, in the registry's order (public for tests and tools).
+  std::vector<Algorithm> candidates(const TuneRequest& req, uint64_t count) const;
+
  private:
   // (collective, size class, elemSize, forced algorithm + 1 or 0, forced chunk, forced channels,
   //  max channels, slot bytes)
   using DecisionKey = std::tuple<int, int, size_t, int, uint64_t, int, int, uint64_t>;
 
-  std::vector<Algorithm> candidates(const TuneRequest& req, uint64_t count) const;
   std::vector<std::vector<int>> ringsFor(Algorithm algo, int nchannels) const;
   Status tune(const TuneRequest& req, uint64_t count, TuneChoice* choice);
 

@@ -48,25 +48,59 @@ std::set<std::string_view> allowedOf(std::string_view list, const std::vector<st
   return rest;
 }
 
-// NCCL 2.24's per-collective form ("allreduce:ring;broadcast:tree") restricts each collective on its
-// own; Loom's setting forces one choice on every collective, so only the plain list translates.
+// NCCL 2.24's per-collective form ("allreduce:ring;broadcast:tree"): sections separated by ';', each a
+// list for one collective, or (no ':') for every collective.
 bool perCollective(std::string_view text) { return text.find(':') != std::string_view::npos; }
 
-NcclTranslation algorithm(std::string_view text) {
-  if (perCollective(text))
-    return {"", "a per-collective choice; LOOM_ALGO forces one algorithm on every collective"};
+// One NCCL list ("Ring", "^NVLS,Tree", ...) as the one algorithm of Loom's it allows, or "" and *why.
+std::string algorithmOfList(std::string_view list, std::string* why) {
   static const std::vector<std::string_view> known = {"Tree", "Ring", "CollnetDirect", "CollnetChain",
                                                       "NVLS", "NVLSTree", "PAT"};
-  std::string why;
-  const std::set<std::string_view> allowed = allowedOf(text, known, &why);
-  if (!why.empty()) return {"", why};
+  const std::set<std::string_view> allowed = allowedOf(list, known, why);
+  if (!why->empty()) return "";
   const bool ring = allowed.count("Ring"), tree = allowed.count("Tree");
-  if (ring && tree)
-    return {"", "it allows both ring and tree, which Loom's tuner chooses between by itself (with its "
-                "direct, one-shot and hierarchical algorithms)"};
-  if (ring) return {"ring", ""};
-  if (tree) return {"tree", ""};
-  return {"", "it allows only algorithms Loom does not have (NVLS, CollNet, PAT)"};
+  if (ring && tree) {
+    *why = "it allows both ring and tree, which Loom's tuner chooses between by itself (with its direct, one-shot "
+           "and hierarchical algorithms)";
+    return "";
+  }
+  if (ring) return "ring";
+  if (tree) return "tree";
+  *why = "it allows only algorithms Loom does not have (NVLS, CollNet, PAT)";
+  return "";
+}
+
+// Into LOOM_ALGO's rules (algorithms/algorithm_rules.h): a section for every collective becomes a lone
+// algorithm, placed first (Loom's later rules refine earlier ones, as NCCL's per-collective sections
+// refine its plain list); "allreduce:ring" stays "allreduce:ring". Sections Loom cannot say the same
+// of are left out, and said so.
+NcclTranslation algorithm(std::string_view text) {
+  // The collectives NCCL's per-collective form names (NCCL's spelling is also LOOM_ALGO's).
+  static const std::vector<std::string_view> kCollectives = {"allreduce", "allgather", "reducescatter", "broadcast",
+                                                             "reduce"};
+  std::vector<std::string> everyCollective, oneCollective, leftOut;
+  for (std::string_view section : split(text, ';')) {
+    std::string why;
+    if (!perCollective(section)) {
+      const std::string algo = algorithmOfList(section, &why);
+      if (!algo.empty()) everyCollective.push_back(algo);
+      else leftOut.push_back(perCollective(text) ? fmt::format("{} ({})", section, why) : why);
+      continue;
+    }
+    const size_t colon = section.find(':');
+    const std::string_view coll = section.substr(0, colon), list = section.substr(colon + 1);
+    auto it = std::find_if(kCollectives.begin(), kCollectives.end(), [&](std::string_view k) { return sameWord(k, coll); });
+    if (it == kCollectives.end()) {
+      leftOut.push_back(fmt::format("{} (no collective \"{}\" that Loom knows)", section, coll));
+      continue;
+    }
+    const std::string algo = algorithmOfList(list, &why);
+    if (algo.empty()) leftOut.push_back(fmt::format("{} ({})", section, why));
+    else oneCollective.push_back(fmt::format("{}:{}", *it, algo));
+  }
+  everyCollective.insert(everyCollective.end(), oneCollective.begin(), oneCollective.end());
+  if (everyCollective.empty()) return {"", fmt::format("{}", fmt::join(leftOut, "; "))};
+  return {fmt::format("{}", fmt::join(everyCollective, ",")), "", fmt::format("{}", fmt::join(leftOut, "; "))};
 }
 
 // Loom's one low-latency protocol is LL's (8-byte words with their flag), used for device messages up

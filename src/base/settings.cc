@@ -264,7 +264,8 @@ void logUnreadNcclVariables() {
       } else if (mirror->ncclUse == NcclUse::Translated) {
         const NcclTranslation t = translateNcclValue(mirror->id, value);
         if (t.value.empty()) LOOM_INFO(Init, "{}={} is set; not read: {}", name, value, t.whyNot);
-        else LOOM_INFO(Init, "{}={} is read as {}={}", name, value, mirror->name, t.value);
+        else if (t.leftOut.empty()) LOOM_INFO(Init, "{}={} is read as {}={}", name, value, mirror->name, t.value);
+        else LOOM_INFO(Init, "{}={} is read as {}={}; not read: {}", name, value, mirror->name, t.value, t.leftOut);
       } else if (const std::string problem = problemWith(*mirror, value.c_str()); !problem.empty()) {
         LOOM_INFO(Init, "{}={} is set; ignored: {} for {} (it allows {})", name, value, problem, mirror->name,
                   allowedText(*mirror));

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/build_config.h"
+#include "transport/net/provider_table.h"
 
 namespace loom {
 
@@ -18,10 +19,8 @@ const BuildInfo& buildInfo() {
     b.cudaCompiler = LOOM_BUILD_CUDA_COMPILER;
     std::istringstream code(LOOM_BUILD_CUDA_CODE);
     for (std::string word; code >> word;) b.cudaCode.push_back(word);
-    b.netProviders.push_back("socket");
-    if (LOOM_BUILD_IBVERBS) b.netProviders.push_back("ib");
-    if (LOOM_BUILD_UCX) b.netProviders.push_back("ucx");
-    b.netProviders.push_back("plugin");
+    for (const net::ProviderKind& kind : net::providerKinds())
+      if (kind.compiledIn) b.netProviders.push_back(kind.name);
     return b;
   }();
   return info;

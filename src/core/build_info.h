@@ -1,6 +1,7 @@
 // What this build of the library holds: its version, how it was compiled, the GPU code its kernels
 // carry and the network providers compiled in (loom-info shows them; a bug report should carry them).
-// Decided when the build was configured (src/core/meson.build writes core/build_config.h).
+// Decided when the build was configured (src/core/meson.build writes core/build_config.h; the providers:
+// transport/net/provider_table.h).
 #pragma once
 
 #include <string>
@@ -17,7 +18,9 @@ struct BuildInfo {
   bool cuda = false;          // device buffers and plan kernels
   std::string cudaCompiler;   // nvcc's version ("" without CUDA)
   std::vector<std::string> cudaCode;  // "sm_80" (machine code), "compute_90" (PTX), ...
-  std::vector<std::string> netProviders;  // "socket", "ib", "ucx", "plugin" (NCCL net plugins, loaded at run time)
+  // The network providers compiled in, in the default choice's order (transport/net/provider_table.h):
+  // "plugin" (NCCL net plugins, loaded at run time), "ib", "ucx", "socket".
+  std::vector<std::string> netProviders;
 };
 
 LOOM_TOOLS_API const BuildInfo& buildInfo();

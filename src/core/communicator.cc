@@ -32,8 +32,11 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   CommSettings s;
   // A bad value of any of these is the init's error, naming it (base/settings.def says what each allows).
   for (Setting checked : {Setting::TimeoutMs, Setting::ChunkBytes, Setting::NChannels, Setting::FifoSlots,
-                          Setting::Transport, Setting::Algo, Setting::RanksPerNode})
+                          Setting::Transport, Setting::RanksPerNode})
     LOOM_TRY(checkSetting(checked));
+  // LOOM_ALGO's rules are text the table cannot check: their parser refuses a bad piece, naming it.
+  const std::string algo = settingText(Setting::Algo);
+  LOOM_TRY(AlgorithmRules::parse(algo, &s.algorithmRules).withContext(fmt::format("{}={}", specOf(Setting::Algo).name, algo)));
   for (Setting used : {Setting::TimeoutMs, Setting::ChunkBytes, Setting::NChannels, Setting::FifoSlots,
                        Setting::Transport, Setting::Check, Setting::Algo, Setting::RanksPerNode, Setting::Verify,
                        Setting::Net, Setting::SocketIfname, Setting::NetDirect})
@@ -46,11 +49,6 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   s.nslots = static_cast<size_t>(settingInt(Setting::FifoSlots));
   s.forcedTransport = settingChoice(Setting::Transport);
   s.checkSignatures = settingFlag(Setting::Check);
-  if (const std::string algo = settingChoice(Setting::Algo); !algo.empty()) {
-    Algorithm forced;
-    if (!parseAlgorithmName(algo, &forced)) return internalError("LOOM_ALGO={}: no such algorithm", algo);
-    s.forcedAlgorithm = forced;
-  }
   if (settingIsSet(Setting::ChunkBytes)) s.forcedChunkBytes = s.chunkBytes;
   if (settingIsSet(Setting::NChannels)) s.forcedChannels = s.nchannels;
   s.ranksPerNode = static_cast<int>(settingInt(Setting::RanksPerNode));

@@ -11,6 +11,7 @@
 
 #include "base/settings.h"
 #include "base/status.h"
+#include "algorithms/algorithm_rules.h"
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "core/run/async_engine.h"
@@ -48,7 +49,7 @@ struct CommSettings {
   bool checkSignatures = false;  // LOOM_CHECK
   // What the user forced on the tuner (unset/0: tuned). chunkBytes above is the transports' slot
   // either way; forcedChunkBytes is set only when LOOM_CHUNK_BYTES is.
-  std::optional<Algorithm> forcedAlgorithm;  // LOOM_ALGO
+  AlgorithmRules algorithmRules;  // LOOM_ALGO: the algorithm forced per collective and size
   uint64_t forcedChunkBytes = 0;
   int forcedChannels = 0;  // LOOM_NCHANNELS
   int ranksPerNode = 0;    // LOOM_RANKS_PER_NODE: emulate nodes of this many ranks; 0: by host

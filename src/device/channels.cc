@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "algorithms/registry.h"
+
 namespace loom::device {
 
 Status maxLanesPerChannel(Algorithm algo, const PlanRequest& req, uint64_t* lanes) {
@@ -10,7 +12,8 @@ Status maxLanesPerChannel(Algorithm algo, const PlanRequest& req, uint64_t* lane
   PlanRequest probe = req;
   probe.nchannels = 1;
   probe.count = std::max<uint64_t>(1, static_cast<uint64_t>(req.nranks) * 2) * std::max<uint64_t>(1, req.chunkElems);
-  if (algo == Algorithm::OneShot) probe.count = std::max<uint64_t>(1, std::min(req.count, req.chunkElems));
+  // One message per peer (one-shot) holds the whole count, which must fit a message.
+  if (algorithmEntry(algo).oneMessage) probe.count = std::max<uint64_t>(1, std::min(req.count, req.chunkElems));
   uint64_t most = 0;
   for (int r = 0; r < req.nranks; ++r) {
     probe.rank = r;

@@ -12,12 +12,6 @@
 namespace loom::model {
 namespace {
 
-// nccl-tests' size counts every rank's block for these: count = size / (nranks * elemSize).
-bool totalOfBlocks(Collective coll) {
-  return coll == Collective::AllGather || coll == Collective::ReduceScatter || coll == Collective::AlltoAll ||
-         coll == Collective::Gather || coll == Collective::Scatter;
-}
-
 // The latency per hop of a modelled machine without a topology: loom-sim's long-standing default.
 constexpr double kNoTopologyLatencyUs = 2.0;
 
@@ -163,7 +157,8 @@ Status JobModel::predict(const CollectiveQuery& q, Prediction* out) {
   const int n = g->machine.nranks;
   if (q.root < 0 || q.root >= n) return invalidArgument("model: root {} is not a rank of the group of {}", q.root, n);
   *out = Prediction();
-  const uint64_t unit = q.elemBytes * (totalOfBlocks(q.coll) ? static_cast<uint64_t>(n) : 1);
+  // nccl-tests' size counts every rank's block for some: count = size / (nranks * elemSize) there.
+  const uint64_t unit = q.elemBytes * (sizeCountsEveryBlock(q.coll) ? static_cast<uint64_t>(n) : 1);
   out->count = q.bytes / unit;
   out->bytes = out->count * unit;
   if (n == 1 || out->count == 0) return Status::Ok();
@@ -174,7 +169,7 @@ Status JobModel::predict(const CollectiveQuery& q, Prediction* out) {
   req.root = q.root;
   req.slotBytes = slotBytes_;
   req.maxChannels = maxChannels_;
-  req.forcedAlgorithm = q.algorithm;
+  req.forcedAlgorithm = q.algorithms.forCall(q.coll, out->bytes);  // a communicator's callBytes of this call
   req.forcedChunkBytes = q.chunkBytes;
   req.forcedChannels = q.channels;
   TuneChoice choice;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/algorithm_rules.h"
 #include "algorithms/builders.h"
 #include "algorithms/machine_model.h"
 #include "algorithms/tuner.h"
@@ -45,7 +46,7 @@ struct CollectiveQuery {
   std::vector<int> ranks;     // job ranks; empty: the whole job
   bool concurrent = true;     // every group of this shape runs at once and they share the NICs
   int root = 0;               // index in the group
-  std::optional<Algorithm> algorithm;
+  AlgorithmRules algorithms;  // forced ones, as LOOM_ALGO's rules (matched against the whole elements' bytes)
   int channels = 0;
   uint64_t chunkBytes = 0;
 };

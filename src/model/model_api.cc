@@ -113,12 +113,9 @@ loomResult_t loomModelPredict(loomModel_t model, const loomModelRequest_t* reque
     LOOM_TRY(ranksOf(request->ranks, request->nranks, &q.ranks));
     q.concurrent = request->concurrent != 0;
     q.root = request->root;
-    if (request->algorithm && *request->algorithm) {
-      loom::Algorithm algo;
-      if (!loom::parseAlgorithmName(request->algorithm, &algo))
-        return invalidArgument("loomModelPredict: unknown algorithm '{}' (ring, tree, direct, hier, oneshot)", request->algorithm);
-      q.algorithm = algo;
-    }
+    if (request->algorithm)
+      LOOM_TRY(loom::AlgorithmRules::parse(request->algorithm, &q.algorithms)
+                   .withContext(fmt::format("loomModelPredict: algorithm '{}'", request->algorithm)));
     if (request->channels < 0) return invalidArgument("loomModelPredict: channels {} must not be negative", request->channels);
     q.channels = request->channels;
     q.chunkBytes = request->chunkBytes;

@@ -1,5 +1,6 @@
-"""loom-info on this machine (text and --json), with LOOM_TOPO_FILE set to real machines' files (its
-rings are loom-topo's for the same file), --settings (every declared setting, with its source), and
+"""loom-info on this machine (text and --json, the algorithm registry and the network providers' table
+among them), with LOOM_TOPO_FILE set to real machines' files (its rings are loom-topo's for the same
+file), --settings (every declared setting, with its source), and
 with a broken topology file (a clear error, exit status 1). It needs no GPU and no network, and
 answers in well under a second (the time is printed; the check allows for a loaded CI machine).
 
@@ -34,7 +35,8 @@ text, took = run(info)
 print(f"loom-info: {took * 1000:.0f} ms")
 if took > 5:
     failures.append(f"loom-info took {took:.1f} s")
-for section in ("Loom ", "Topology (", "Rings for ", "Network provider between hosts:", "Calibration:", "Settings:"):
+for section in ("Loom ", "Topology (", "Rings for ", "Algorithms (LOOM_ALGO", "Network providers (LOOM_NET",
+                "Network provider between hosts:", "Calibration:", "Settings:"):
     if section not in text.stdout:
         failures.append(f"loom-info's text has no '{section}':\n{text.stdout}")
 doc, _ = run(info, "--json")
@@ -43,9 +45,48 @@ try:
 except json.JSONDecodeError as e:
     facts = {}
     failures.append(f"loom-info --json is not JSON ({e}): {doc.stdout[:500]}")
-for key in ("loom", "cuda", "topology", "rings", "network", "calibration", "settings"):
+for key in ("loom", "cuda", "topology", "rings", "algorithms", "providers", "network", "calibration", "settings"):
     if key not in facts:
         failures.append(f"loom-info --json has no '{key}'")
+
+
+def text_section(title):
+    """The lines of loom-info's text section whose heading starts with `title`."""
+    match = re.search(rf"^{re.escape(title)}.*?\n((?:  .*\n)*)", text.stdout, re.M)
+    return match.group(1) if match else ""
+
+
+# The algorithm registry: every algorithm LOOM_ALGO names, with what it serves, in the text view too.
+COLLECTIVES = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter"}
+algorithms = {a["name"]: a for a in facts.get("algorithms", [])}
+if set(algorithms) != {"ring", "tree", "direct", "oneshot", "hier"}:
+    failures.append(f"loom-info's algorithms: {sorted(algorithms)}")
+for name, a in algorithms.items():
+    if not a["collectives"] or not set(a["collectives"]) <= COLLECTIVES or not a["description"]:
+        failures.append(f"algorithm {name}: {a}")
+    line = re.search(rf"^  {name} +(.*)$", text_section("Algorithms (LOOM_ALGO"), re.M)
+    if not line or not all(c in line.group(1) for c in a["collectives"]):
+        failures.append(f"loom-info's text does not list {name} with {a['collectives']}")
+if algorithms:
+    if set(algorithms["direct"]["collectives"]) != COLLECTIVES:
+        failures.append(f"direct serves every collective: {algorithms['direct']}")
+    if algorithms["tree"]["collectives"] != ["allreduce", "broadcast", "reduce"]:
+        failures.append(f"tree: {algorithms['tree']}")
+    if algorithms["oneshot"]["collectives"] != ["allreduce"] or not algorithms["oneshot"]["needs"]:
+        failures.append(f"oneshot: {algorithms['oneshot']}")
+
+# The network providers' table: LOOM_NET's words and a plugin's, the build's list its compiled-in ones.
+providers = facts.get("providers", [])
+if [p["name"] for p in providers if not p["by_plugin_name"]] != ["ib", "ucx", "socket"] or \
+        [p["name"] for p in providers if p["by_plugin_name"]] != ["plugin"]:
+    failures.append(f"loom-info's providers: {providers}")
+elif facts["loom"]["net_providers"] != [p["name"] for p in providers if p["compiled_in"]]:
+    failures.append(f"net_providers {facts['loom']['net_providers']} are not the table's compiled-in ones")
+for p in providers:
+    shown = re.search(rf"^  {p['name']} +(.*)$", text_section("Network providers (LOOM_NET"), re.M)
+    expected = p["description"] if p["compiled_in"] else "not in this build: " + p["missing"]
+    if not shown or shown.group(1) != expected:
+        failures.append(f"loom-info's text for provider {p['name']}: {shown.group(0) if shown else None!r}")
 if facts:
     if not facts["topology"]["numa"]:
         failures.append("no NUMA node found")

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/collective_words.h"
+#include "algorithms/registry.h"
 #include "base/settings.h"
 #include "core/build_info.h"
 #include "device/device_layer.h"
@@ -15,6 +17,7 @@
 #include "topology/job_topology.h"
 #include "topology/topology_file.h"
 #include "transport/net/provider_choice.h"
+#include "transport/net/provider_table.h"
 
 namespace loom::info_tool {
 namespace {
@@ -121,6 +124,33 @@ json networkFacts() {
   return j;
 }
 
+// The network providers' table (transport/net/provider_table.h), in the default choice's order.
+json providerFacts() {
+  json all = json::array();
+  for (const net::ProviderKind& kind : net::providerKinds())
+    all.push_back({{"name", kind.name},
+                   {"by_plugin_name", kind.anyOtherName},
+                   {"compiled_in", kind.compiledIn},
+                   {"description", kind.description},
+                   {"missing", kind.compiledIn ? "" : kind.missing}});
+  return all;
+}
+
+// The algorithm registry (algorithms/registry.h), in the tuner's order: what LOOM_ALGO can name.
+json algorithmFacts() {
+  json all = json::array();
+  for (const AlgorithmEntry& entry : algorithmRegistry()) {
+    json collectives = json::array();
+    for (Collective c : kWordedCollectives)
+      if (entry.collectives.has(c)) collectives.push_back(collectiveWord(c));
+    all.push_back({{"name", entry.name},
+                   {"collectives", collectives},
+                   {"needs", entry.needs},
+                   {"description", entry.description}});
+  }
+  return all;
+}
+
 json ringFacts(const SystemGraph& g, int ranks, double copyGbs, Status* status) {
   JobTopology job;
   *status = modelJob(g, ranks, 0, copyGbs, &job);
@@ -175,6 +205,8 @@ Status gatherFacts(const Request& request, json* out) {
   doc["rings"] = ringFacts(*graph, ranks, calibration.copyGbs, &ringStatus);
   LOOM_TRY(ringStatus.withContext(fmt::format("rings for {} ranks", ranks)));
 
+  doc["algorithms"] = algorithmFacts();
+  doc["providers"] = providerFacts();
   if (request.network) doc["network"] = networkFacts();
   doc["settings"] = settingsFacts();
   *out = std::move(doc);

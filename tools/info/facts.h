@@ -1,5 +1,6 @@
 // What loom-info reports, gathered once into one JSON document (`--json` prints it; the text view is
-// made from it, so the two never disagree): the build, CUDA, this host's topology, the network provider
+// made from it, so the two never disagree): the build, CUDA, this host's topology, the algorithms
+// (LOOM_ALGO's registry) and network providers (LOOM_NET's table) this build has, the network provider
 // Loom would choose and why, rings for N ranks of this host, the calibration in use, and every setting.
 // Nothing here needs a GPU or a network: each part that cannot be found says why instead.
 #pragma once

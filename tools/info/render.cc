@@ -83,7 +83,38 @@ void renderRings(std::string* out, const json& r) {
   line(out, "  ranks stand for {}", placed);
 }
 
-void renderNetwork(std::string* out, const json& n) {
+void renderAlgorithms(std::string* out, const json& algorithms) {
+  line(out, "");
+  line(out, "Algorithms (LOOM_ALGO: one, or rules [collective:][lo-hi:]algorithm,...; the tuner tries them in "
+            "this order)");
+  for (const json& a : algorithms) {
+    const std::string needs = a["needs"].get<std::string>();
+    line(out, "  {:<9} {}{}", a["name"].get<std::string>(), joined(a["collectives"], ", "),
+         needs.empty() ? "" : "; needs " + needs);
+    line(out, "  {:<9} {}", "", a["description"].get<std::string>());
+  }
+}
+
+// The default choice's order, from the table.
+std::string providerOrder(const json& providers) {
+  std::string names;
+  for (const json& p : providers) names += (names.empty() ? "" : ", ") + p["name"].get<std::string>();
+  return names;
+}
+
+void renderProviders(std::string* out, const json& providers) {
+  line(out, "");
+  std::string words;
+  for (const json& p : providers)
+    if (!p["by_plugin_name"].get<bool>()) words += (words.empty() ? "" : ", ") + p["name"].get<std::string>();
+  line(out, "Network providers (LOOM_NET: {}, or a plugin's name)", words);
+  for (const json& p : providers)
+    line(out, "  {:<9} {}", p["name"].get<std::string>(),
+         p["compiled_in"].get<bool>() ? p["description"].get<std::string>()
+                                      : "not in this build: " + p["missing"].get<std::string>());
+}
+
+void renderNetwork(std::string* out, const json& n, const json& providers) {
   line(out, "");
   const std::string requested = n["requested"].get<std::string>();
   if (n.contains("error")) {
@@ -91,7 +122,7 @@ void renderNetwork(std::string* out, const json& n) {
     return;
   }
   line(out, "Network provider between hosts: {} ({})", n["provider"].get<std::string>(),
-       requested.empty() ? "LOOM_NET unset: the first that starts of plugin, ib, ucx, socket" : "LOOM_NET=" + requested);
+       requested.empty() ? "LOOM_NET unset: the first that starts of " + providerOrder(providers) : "LOOM_NET=" + requested);
   for (const json& why : n["passed_over"]) line(out, "  passed over     {}", why.get<std::string>());
   for (const json& d : n["devices"]) {
     const int mbps = d["speed_mbps"].get<int>();
@@ -109,7 +140,9 @@ std::string renderFacts(const json& facts) {
   renderCuda(&out, facts["cuda"]);
   renderTopology(&out, facts["topology"]);
   renderRings(&out, facts["rings"]);
-  if (facts.contains("network")) renderNetwork(&out, facts["network"]);
+  renderAlgorithms(&out, facts["algorithms"]);
+  renderProviders(&out, facts["providers"]);
+  if (facts.contains("network")) renderNetwork(&out, facts["network"], facts["providers"]);
   line(&out, "");
   const json& c = facts["calibration"];
   if (c.contains("error"))

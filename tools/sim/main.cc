@@ -3,7 +3,7 @@
 // (include/loom_model.h).
 //   loom-sim <coll> --ranks N [--ranks-per-node K] [--topo FILE [--nvswitch-gbs G] [--memory device|host]
 //            [--calibration F]] [--intra-gbs X] [--nics-per-node M --nic-gbs Y] [--latency-us L]
-//            [--launch-us U] [--algo A] -b MIN -e MAX -f F [--json]
+//            [--launch-us U] [--algo A|RULES] -b MIN -e MAX -f F [--json]
 // With --topo, the machine and the rings are what a communicator of N ranks on hosts described by FILE
 // builds, then the flags given override it.
 #include <CLI/CLI.hpp>
@@ -79,7 +79,9 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::PositiveNumber);
   app.add_option("--max-channels", maxChannels, "channels the communicator has (default 16)")->check(CLI::Range(1, 256));
-  app.add_option("--algo", options.algorithm, "force an algorithm: ring, tree, direct, hier, oneshot (LOOM_ALGO)");
+  app.add_option("--algo", options.algorithm,
+                 "force an algorithm (ring, tree, direct, hier, oneshot), or one per collective and size range as "
+                 "LOOM_ALGO takes them: allreduce:0-64K:oneshot,64K-:ring (ranges in nccl-tests' size, as -b/-e)");
   app.add_option("--chunk-bytes", options.chunkBytes, "force the chunk size (LOOM_CHUNK_BYTES)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("--channels", options.channels, "force the channel count (LOOM_NCHANNELS)")->check(CLI::Range(1, 256));

@@ -108,7 +108,8 @@ class CollectiveModel:
                    chunk_bytes=0):
         """{time_us, algorithm, channels, chunk_bytes, algbw_gbs, busbw_gbs} of `op` on `nbytes` (nccl-tests'
         size: the whole buffer) over the job ranks `ranks` (None: all); with concurrent, every group of this
-        shape runs at the same time and they share the NICs."""
+        shape runs at the same time and they share the NICs. `algorithm` forces one ("ring"), or takes
+        LOOM_ALGO's rules by collective and size ("allreduce:0-64K:oneshot,64K-:ring")."""
         if op not in _COLLECTIVES:
             raise ValueError(f"CollectiveModel: unknown collective {op!r} ({', '.join(_COLLECTIVES)})")
         array, count = _int_array(ranks) if ranks is not None else (None, 0)

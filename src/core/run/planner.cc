@@ -25,7 +25,7 @@ TuneRequest tuneRequestOf(loomComm_t comm, const Operation& op) {
   t.root = op.root;
   t.slotBytes = comm->transports->slotBytes();
   t.maxChannels = comm->transports->nchannels();
-  t.forcedAlgorithm = comm->settings.forcedAlgorithm;
+  t.forcedAlgorithm = comm->settings.algorithmRules.forCall(op.coll, callBytes(op.coll, op.count, t.elemSize, comm->nranks));
   t.forcedChunkBytes = comm->settings.forcedChunkBytes;
   t.forcedChannels = comm->settings.forcedChannels;
   return t;

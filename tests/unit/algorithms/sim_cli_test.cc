@@ -108,6 +108,33 @@ TEST_F(LoomSim, TableAndErrors) {
   EXPECT_NE(forced.out.find("note: tree does not apply"), std::string::npos) << forced.out;
 }
 
+// --algo takes LOOM_ALGO's rules: each size gets the algorithm of the range it falls in (half-open,
+// nccl-tests' size), a collective no rule names is tuned, and a malformed rule is an error naming it.
+TEST_F(LoomSim, AlgoRulesByCollectiveAndSize) {
+  const nlohmann::json rows =
+      runJson("all_reduce --ranks 8 -b 1K -e 1M -f 4 --algo allreduce:0-64K:oneshot,64K-:ring");
+  ASSERT_EQ(rows.size(), 6u);  // 1K 4K 16K 64K 256K 1M
+  for (const nlohmann::json& row : rows) {
+    const uint64_t bytes = row["bytes"].get<uint64_t>();
+    EXPECT_EQ(row["algorithm"], bytes < (64 << 10) ? "oneshot" : "ring") << row.dump();
+  }
+  // The sizes of all_gather count every rank's block: 0-4K covers 512 B per rank at 8 ranks.
+  const nlohmann::json gather = runJson("all_gather --ranks 8 -b 2K -e 8K -f 2 --algo allgather:0-4K:direct,4K-:ring");
+  ASSERT_EQ(gather.size(), 3u);
+  EXPECT_EQ(gather[0]["algorithm"], "direct");
+  EXPECT_EQ(gather[1]["algorithm"], "ring");
+  EXPECT_EQ(gather[2]["algorithm"], "ring");
+  // No rule for broadcast: the tuner's choice, as without --algo.
+  const nlohmann::json tuned = runJson("broadcast --ranks 16 -b 1K");
+  const nlohmann::json ruled = runJson("broadcast --ranks 16 -b 1K --algo allreduce:ring");
+  ASSERT_EQ(tuned.size(), 1u);
+  ASSERT_EQ(ruled.size(), 1u);
+  EXPECT_EQ(ruled[0]["algorithm"], tuned[0]["algorithm"]);
+  const SimRun bad = runSim("all_reduce --ranks 4 --algo allreduce:0-64Q:ring");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("64Q"), std::string::npos) << bad.out;
+}
+
 TEST_F(LoomSim, TopologyFileSetsTheNode) {
   const char* fixtures = std::getenv("LOOM_FIXTURES");
   if (fixtures == nullptr) GTEST_SKIP() << "LOOM_FIXTURES is not set";

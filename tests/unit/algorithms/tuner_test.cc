@@ -2,8 +2,12 @@
 // hierarchy on slow NICs; overrides honoured; the communicator's limits respected; decisions cached.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <string>
 
+#include "algorithms/collective_words.h"
+#include "algorithms/registry.h"
 #include "algorithms/tuner.h"
 
 namespace loom {
@@ -139,6 +143,54 @@ TEST(Tuner, ForcedAlgorithmsThatCannotServeFallBackWithANote) {
     ASSERT_TRUE(tuner.choosePlan(req, &choice).ok());
     EXPECT_NE(choice.algorithm, c.forced);
     EXPECT_NE(choice.note.find(algorithmName(c.forced)), std::string::npos) << choice.note;
+  }
+}
+
+// The tuner's candidates are the registry's entries that would be tried, in the registry's order, and
+// what it chooses is one of them.
+TEST(Tuner, CandidatesAreTheRegistrys) {
+  MachineModel twoNodes = defaultMachine(8, 4);
+  twoNodes.nicsPerNode = 4;
+  for (const MachineModel& m : {singleNode(8), twoNodes}) {
+    Tuner tuner(m);
+    for (Collective coll : kWordedCollectives) {
+      for (uint64_t bytes : {uint64_t{64}, uint64_t{1} << 20}) {
+        const TuneRequest req = request(coll, bytes);
+        const std::vector<Algorithm> candidates = tuner.candidates(req, req.count);
+        TuneChoice probe;
+        probe.chunkElems = req.slotBytes / req.elemSize;
+        const PlanRequest pr = tuner.planRequest(req, probe, 0);
+        std::vector<Algorithm> expected;
+        for (const AlgorithmEntry& entry : algorithmRegistry())
+          if (entry.tried(pr)) expected.push_back(entry.id);
+        EXPECT_EQ(candidates, expected) << collectiveName(coll) << " " << bytes;
+        TuneChoice choice;
+        ASSERT_TRUE(tuner.choosePlan(req, &choice).ok());
+        EXPECT_NE(std::find(candidates.begin(), candidates.end(), choice.algorithm), candidates.end())
+            << collectiveName(coll) << " " << bytes << ": " << algorithmName(choice.algorithm);
+      }
+    }
+  }
+  // What that means for a few shapes (the list the tuner had before the registry).
+  auto names = [](const std::vector<Algorithm>& algos) {
+    std::string s;
+    for (Algorithm a : algos) s += (s.empty() ? "" : ",") + std::string(algorithmName(a));
+    return s;
+  };
+  Tuner flat(singleNode(8));
+  Tuner nodes(twoNodes);
+  const TuneRequest small = request(Collective::AllReduce, 4096);
+  EXPECT_EQ(names(nodes.candidates(small, small.count)), "tree,oneshot,ring,hier,direct");
+  EXPECT_EQ(names(flat.candidates(small, small.count)), "tree,oneshot,ring,direct");
+  const TuneRequest large = request(Collective::AllReduce, 64 << 20);
+  EXPECT_EQ(names(flat.candidates(large, large.count)), "tree,ring,direct");
+  const TuneRequest gather = request(Collective::AllGather, 4096);
+  EXPECT_EQ(names(nodes.candidates(gather, gather.count)), "ring,direct");
+  const TuneRequest bcast = request(Collective::Broadcast, 4096);
+  EXPECT_EQ(names(nodes.candidates(bcast, bcast.count)), "tree,ring,direct");
+  for (Collective personalized : {Collective::AlltoAll, Collective::Gather, Collective::Scatter}) {
+    const TuneRequest r = request(personalized, 4096);
+    EXPECT_EQ(names(nodes.candidates(r, r.count)), "direct");
   }
 }
 

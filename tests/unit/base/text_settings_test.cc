@@ -73,6 +73,7 @@ std::map<std::string, TextCase> cases() {
   c["LOOM_IBVERBS_LIB"] = {nowhere("libibverbs.so.1"), {{"LOOM_TRANSPORT", "net"}, {"LOOM_NET", "ib"}},
                            Action::TwoRanksOverNet, "/nonexistent-loom-dir/libibverbs.so.1"};
   c["LOOM_DOCTOR_DIR"] = {"/proc/loom-doctor", {}, Action::OneRank, "LOOM_DOCTOR_DIR=/proc/loom-doctor: .*using .* instead"};
+  c["LOOM_ALGO"] = {"allreduce:0-64K:oneshtt", {}, Action::OneRank, "LOOM_ALGO=allreduce:0-64K:oneshtt: .*'oneshtt'"};
   c["LOOM_DEBUG_SUBSYS"] = {"init,no-such-subsystem", {}, Action::OneRank, "LOOM_DEBUG_SUBSYS.*no-such-subsystem"};
   if (const char* fake = std::getenv("LOOM_TEST_FAKE_VERBS"))
     c["LOOM_IB_HCA"] = {"=no_such_hca", {{"LOOM_TRANSPORT", "net"}, {"LOOM_NET", "ib"}, {"LOOM_IBVERBS_LIB", fake},
@@ -126,7 +127,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, TextSetting,
                          ::testing::Values("LOOM_COMM_ID", "LOOM_TRACE_FILE", "LOOM_GRAPH_DUMP_FILE",
                                            "LOOM_TOPO_DUMP_FILE", "LOOM_TOPO_FILE", "LOOM_TOPO_GPU",
                                            "LOOM_CALIBRATION_FILE", "LOOM_CACHE_DIR", "LOOM_SOCKET_IFNAME", "LOOM_NET",
-                                           "LOOM_NET_PLUGIN", "LOOM_IBVERBS_LIB", "LOOM_DEBUG_SUBSYS", "LOOM_IB_HCA"),
+                                           "LOOM_NET_PLUGIN", "LOOM_IBVERBS_LIB", "LOOM_DEBUG_SUBSYS", "LOOM_IB_HCA",
+                                           "LOOM_ALGO"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param).substr(5); });
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "transport/net/provider_table.h"
 
 namespace loom::net::plugin {
 
@@ -227,9 +228,9 @@ Status makePluginProvider(const std::string& name, std::unique_ptr<Provider>* ou
   if (st.ok()) return makeProviderFrom(byFile, out);
   std::string found;
   for (LoadedPlugin* p : plugins) found += fmt::format("{}'{}' ({})", found.empty() ? "" : ", ", p->calls->name(), p->file);
-  return invalidArgument("no network provider named '{}': it is neither socket nor ucx, no configured NCCL net plugin "
+  return invalidArgument("no network provider named '{}': it is none of {}, no configured NCCL net plugin "
                          "reports that name{}{}, and {}",
-                         name, found.empty() ? "" : " (plugins: " + found + ")",
+                         name, providerWords(), found.empty() ? "" : " (plugins: " + found + ")",
                          failures.empty() ? "" : " (" + failures + ")", st.message());
 }
 
