@@ -55,7 +55,9 @@ void StateGather::run() {
   while (!done()) {
     fds.clear();
     addPollFds(&fds);
-    if (::poll(fds.data(), fds.size(), deadline_.remainingMs(kGatherPollCapMs)) >= 0) {
+    // Rounded up: polling again and again through the deadline's last millisecond would spin.
+    const int waitMs = deadline_.expired() ? 0 : deadline_.remainingMs(kGatherPollCapMs - 1) + 1;
+    if (::poll(fds.data(), fds.size(), waitMs) >= 0) {
       advance(fds);
     } else if (errno != EINTR) {
       giveUp(fmt::format("poll: {}", std::strerror(errno)));

@@ -72,11 +72,14 @@ struct LoopWork {
     }
     for (StateGather& g : signalReports) g.addPollFds(fds);
   }
-  // Until the nearest deadline; at once when a gather already ended (before any event).
+  // Until just past the nearest deadline (a millisecond late rather than polling again and again
+  // within its last one); at once when a gather already ended (before any event).
   int pollTimeoutMs() const {
     int ms = -1;
     auto nearer = [&ms](Deadline d) {
-      if (!d.never()) ms = ms < 0 ? d.remainingMs(INT_MAX) : std::min(ms, d.remainingMs(INT_MAX));
+      if (d.never()) return;
+      const int left = d.expired() ? 0 : d.remainingMs(INT_MAX - 1) + 1;
+      ms = ms < 0 ? left : std::min(ms, left);
     };
     for (const Asked& a : asked) {
       if (a.report && a.report->done()) return 0;
