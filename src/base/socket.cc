@@ -291,4 +291,30 @@ Status recvAll(const Socket& s, void* data, size_t bytes, Deadline deadline, con
   return Status::Ok();
 }
 
+Status sendSome(const Socket& s, const void* data, size_t bytes, size_t* moved) {
+  *moved = 0;
+  const ssize_t n = ::send(s.fd(), data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n >= 0) {
+    *moved = static_cast<size_t>(n);
+    return Status::Ok();
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::Ok();
+  return errorStatus(loomRemoteError, "send: {}", std::strerror(errno));
+}
+
+Status recvSome(const Socket& s, void* data, size_t bytes, size_t* moved) {
+  *moved = 0;
+  const ssize_t n = ::recv(s.fd(), data, bytes, MSG_DONTWAIT);
+  if (n > 0) {
+    *moved = static_cast<size_t>(n);
+    return Status::Ok();
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Status::Ok();
+  return errorStatus(loomRemoteError, "recv: {}", n == 0 ? "connection closed by peer" : std::strerror(errno));
+}
+
+Status waitReady(const Socket& s, short events, Deadline deadline, const char* what) {
+  return waitFd(s.fd(), events, deadline, nullptr, what);
+}
+
 }  // namespace loom

@@ -1,6 +1,7 @@
 // TCP sockets for the bootstrap and the socket transport: addresses, interface choice
-// (LOOM_SOCKET_IFNAME, same syntax as NCCL_SOCKET_IFNAME), listen/connect/accept, and blocking
-// transfers that honour a deadline and an abort flag instead of waiting forever.
+// (LOOM_SOCKET_IFNAME, same syntax as NCCL_SOCKET_IFNAME), listen/connect/accept, blocking
+// transfers that honour a deadline and an abort flag instead of waiting forever, and non-blocking
+// ones for loops that poll many sockets.
 #pragma once
 
 #include <netinet/in.h>
@@ -88,5 +89,12 @@ Status acceptOne(const Socket& listener, Deadline deadline, const AbortFlag* abo
 // Blocking full transfers over a (possibly nonblocking) socket; a closed peer is loomRemoteError.
 Status sendAll(const Socket& s, const void* data, size_t bytes, Deadline deadline, const AbortFlag* abort);
 Status recvAll(const Socket& s, void* data, size_t bytes, Deadline deadline, const AbortFlag* abort);
+
+// Transfers of what the socket takes or holds now, without waiting (for poll loops that serve many
+// connections): *moved bytes, 0 when it would block; a closed peer is loomRemoteError.
+Status sendSome(const Socket& s, const void* data, size_t bytes, size_t* moved);
+Status recvSome(const Socket& s, void* data, size_t bytes, size_t* moved);
+// Waits until `events` (POLLIN, POLLOUT) are ready on `s`; loomTimeout at the deadline.
+Status waitReady(const Socket& s, short events, Deadline deadline, const char* what);
 
 }  // namespace loom

@@ -19,7 +19,7 @@ constexpr size_t kSecretBytes = 16;
 constexpr uint32_t kMaxFrameBytes = 64u << 20;  // larger frames are refused as junk
 constexpr int kHelloTimeoutMs = 2000;           // a peer that connects must say hello this quickly
 
-// State: another rank of the job asks for this rank's flight record (core/observe/state_service.h).
+// State: another rank of the job asks for this rank's flight record (core/observe/state_ports.h).
 enum class HelloKind : uint32_t { ToRoot = 1, ToRankZero = 2, Data = 3, State = 4 };
 
 struct Hello {

@@ -8,6 +8,7 @@
 #include "base/settings.h"
 #include "bootstrap/unique_id.h"
 #include "core/build_info.h"
+#include "core/observe/state_ports.h"
 #include "core/observe/topology_report.h"
 #include "core/job_setup.h"
 #include "core/run/net_lanes.h"

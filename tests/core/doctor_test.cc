@@ -1,8 +1,9 @@
 // Who is stuck in a running job, asked from outside it: rank processes wedged by planted faults (a
 // rank that skips a collective, one stuck in compute, one that calls another collective, one that was
 // killed), and loom-doctor, run as a user runs it, must name the right rank and operation in its text
-// and JSON. The same report is logged by the lowest-numbered rank whose operation timed out, and by a
-// process sent SIGUSR1. Without LOOM_DOCTOR the tool finds nothing to ask.
+// and JSON, also of thread ranks that share a process. The same report is logged by the lowest-numbered
+// rank whose operation timed out, and by a process sent SIGUSR1. Without LOOM_DOCTOR the tool finds
+// nothing to ask.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -49,24 +50,27 @@ std::string doctor(const std::string& args, int* status = nullptr) {
 
 void sleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
-// A job of `n` rank processes, each with its stderr in <dir>/rank<r>.err: every rank makes `warmup`
-// good allreduces, says so, then runs its planted `body` (which wedges or fails it, never returns).
+// A job of `n` ranks, each a process of its own or all threads of one process; the stderr of a rank's
+// process is in <dir>/rank<r>.err (threads: rank0.err). Every rank makes `warmup` good allreduces, says
+// so, then runs its planted `body` (which wedges or fails it, never returns).
 class Job {
  public:
   using Body = std::function<void(int rank, loomComm_t comm)>;
-  Job(int n, int warmup, const Body& body, const char* timeoutMs = "60000") : n_(n) {
+  enum class Ranks { Processes, Threads };
+  Job(int n, int warmup, const Body& body, const char* timeoutMs = "60000", Ranks ranks = Ranks::Processes)
+      : n_(n), threads_(ranks == Ranks::Threads) {
     char tmpl[] = "/tmp/loom-doctor-test-XXXXXX";
     dir_ = mkdtemp(tmpl);
     setenv("LOOM_DOCTOR_DIR", (dir_ + "/sockets").c_str(), 1);
     setenv("LOOM_TIMEOUT_MS", timeoutMs, 1);
     int ready[2];
     EXPECT_EQ(pipe(ready), 0);
-    pids_ = forkRanks(n, nullptr, [&](int rank, loomComm_t comm) {
-      close(ready[0]);
-      const std::string err = dir_ + "/rank" + std::to_string(rank) + ".err";
-      FILE* f = std::freopen(err.c_str(), "w", stderr);
+    auto logTo = [&](int rank) {
+      FILE* f = std::freopen(errPath(rank).c_str(), "w", stderr);
       if (!f) _exit(20);
       std::setvbuf(stderr, nullptr, _IONBF, 0);
+    };
+    auto runRank = [&](int rank, loomComm_t comm) {
       std::vector<float> data(1000, 1.0f);
       for (int i = 0; i < warmup; ++i)
         if (loomAllReduce(data.data(), data.data(), data.size(), loomFloat32, loomSum, comm, nullptr) != loomSuccess)
@@ -75,7 +79,31 @@ class Job {
       if (write(ready[1], &byte, 1) != 1) _exit(22);
       body(rank, comm);
       for (;;) pause();  // keeps its state for the doctor until the test kills it
-    });
+    };
+    if (threads_) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(ready[0]);
+        logTo(0);
+        loomUniqueId id;
+        if (loomGetUniqueId(&id) != loomSuccess) _exit(23);
+        std::vector<std::thread> ranks;
+        for (int r = 0; r < n; ++r)
+          ranks.emplace_back([&, r] {
+            loomComm_t comm = nullptr;
+            if (loomCommInitRank(&comm, n, id, r) != loomSuccess) _exit(10);
+            runRank(r, comm);
+          });
+        for (;;) pause();
+      }
+      pids_.push_back(pid);
+    } else {
+      pids_ = forkRanks(n, nullptr, [&](int rank, loomComm_t comm) {
+        close(ready[0]);
+        logTo(rank);
+        runRank(rank, comm);
+      });
+    }
     close(ready[1]);
     int joined = 0;
     pollfd fd{ready[0], POLLIN, 0};
@@ -117,11 +145,11 @@ class Job {
     std::string log;
     for (int i = 0; i < 100 && log.find(text) == std::string::npos; ++i) {
       sleepMs(100);
-      log = readFile(dir_ + "/rank" + std::to_string(rank) + ".err");
+      log = readFile(errPath(rank));
     }
     return log;
   }
-  pid_t pid(int rank) const { return pids_[static_cast<size_t>(rank)]; }
+  pid_t pid(int rank) const { return pids_[threads_ ? 0 : static_cast<size_t>(rank)]; }
 
   // The doctor's text and JSON report of the job (the one job here).
   std::string text() const { return doctor("--dir " + sockets()); }
@@ -138,7 +166,10 @@ class Job {
   }
 
  private:
+  std::string errPath(int rank) const { return dir_ + "/rank" + std::to_string(threads_ ? 0 : rank) + ".err"; }
+
   int n_;
+  bool threads_;
   std::string dir_;
   std::vector<pid_t> pids_;
 };
@@ -262,6 +293,26 @@ TEST(Doctor, SigusrOneLogsTheJobsReport) {
   EXPECT_NE(log.find("on signal 10, the job's state:"), std::string::npos) << log;
   EXPECT_NE(log.find("NEVER ENTERED: rank 2"), std::string::npos) << log;
   EXPECT_EQ(kill(job.pid(1), 0), 0) << "the signal ended the process";
+}
+
+// Three thread ranks of one process, rank 1 skipping #3: that process is asked for the report, and
+// its one service thread gathers from its own ranks' state ports while it answers them; the same on
+// SIGUSR1.
+TEST(Doctor, ReportsOnThreadRanksOfOneProcess) {
+  Job job(3, 2, [](int rank, loomComm_t comm) {
+    if (rank != 1) allReduce(comm);
+  }, "60000", Job::Ranks::Threads);
+  ASSERT_TRUE(job.waitUntilIssued({3, 2, 3}));
+  const std::string text = job.text();
+  EXPECT_NE(text.find("(asked through rank 0)"), std::string::npos) << text;
+  EXPECT_NE(text.find("NEVER ENTERED: rank 1 (its last operation: #2 AllReduce"), std::string::npos) << text;
+  const nlohmann::json j = job.json();
+  EXPECT_EQ(ints(j["report"]["oldest_unfinished"]["waiting"]), std::vector<int>({0, 2})) << j.dump();
+  EXPECT_EQ(ints(j["report"]["unreachable"]), std::vector<int>()) << j.dump();
+  kill(job.pid(0), SIGUSR1);
+  const std::string log = job.stderrOnceItSays(0, "NEVER ENTERED");
+  EXPECT_NE(log.find("on signal 10, the job's state:"), std::string::npos) << log;
+  EXPECT_NE(log.find("NEVER ENTERED: rank 1"), std::string::npos) << log;
 }
 
 // With LOOM_DOCTOR=0 a job serves no state: the tool finds no process.

@@ -1,18 +1,12 @@
 // loom-doctor: who is stuck in a running Loom job, asked from any of its hosts. Every process with a
-// live communicator answers on a Unix socket of its own (core/observe/state_service.h); this tool lists them,
+// live communicator answers on a Unix socket of its own (core/observe/doctor_protocol.h); this tool lists them,
 // and for each job has one of its processes gather every rank's flight record (over the job's state
 // ports, with the job's secret) into the hang report: the oldest operation not finished everywhere,
 // the ranks that never entered it, those waiting in it, mismatched calls, failures, unreachable ranks.
 //   loom-doctor [--list] [--json] [--pid PID] [--job KEY] [--dir DIR]
 // Exit status: 0 when it reported, 2 when no Loom process answered, 1 on a bad argument.
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -23,8 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "base/socket.h"
-#include "core/observe/state_service.h"
+#include "core/observe/doctor_protocol.h"
 
 namespace {
 
@@ -37,29 +30,12 @@ constexpr int kReportMs = 15000;
 
 // One request to the process behind `path`; nullopt when nothing listens there (*stale: the socket
 // file of a process that ended) or it does not answer.
-std::optional<ordered_json> ask(const std::string& path, const ordered_json& request, int ms, bool* stale = nullptr) {
-  if (stale) *stale = false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) return std::nullopt;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  loom::Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return std::nullopt;
-  if (connect(s.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    if (stale) *stale = errno == ECONNREFUSED;
-    return std::nullopt;
-  }
-  const loom::Deadline deadline = loom::Deadline::afterMs(ms);
-  const std::string line = request.dump() + "\n";
-  if (!loom::sendAll(s, line.data(), line.size(), deadline, nullptr).ok()) return std::nullopt;
-  std::string answer;
-  char c = 0;
-  while (loom::recvAll(s, &c, 1, deadline, nullptr).ok() && c != '\n') answer += c;
-  try {
-    return ordered_json::parse(answer);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+std::optional<ordered_json> ask(const std::string& path, const loom::DoctorRequest& request, int ms, bool* stale = nullptr) {
+  ordered_json answer;
+  bool gone = false;
+  const bool answered = loom::askProcess(path, request, loom::Deadline::afterMs(ms), &answer, &gone).ok();
+  if (stale) *stale = gone;
+  return answered ? std::optional<ordered_json>(std::move(answer)) : std::nullopt;
 }
 
 struct Process {
@@ -87,14 +63,14 @@ int main(int argc, char** argv) {
   std::vector<Process> processes;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.path().extension() != ".sock") continue;
+    const std::optional<int> pid = loom::processSocketPid(entry.path().filename().string());
+    if (!pid) continue;
     Process p;
-    p.pid = std::atoi(name.c_str());
+    p.pid = *pid;
     p.path = entry.path().string();
     if (onlyPid != 0 && p.pid != onlyPid) continue;
     bool stale = false;
-    const std::optional<ordered_json> answer = ask(p.path, {{"request", "list"}}, kListMs, &stale);
+    const std::optional<ordered_json> answer = ask(p.path, {std::string(loom::kListRequest), ""}, kListMs, &stale);
     if (stale) std::filesystem::remove(entry.path(), ec);  // its process ended without removing it (SIGKILL)
     if (!answer || !answer->contains("comms")) continue;
     p.comms = (*answer)["comms"];
@@ -138,7 +114,7 @@ int main(int argc, char** argv) {
   }
   ordered_json reports = ordered_json::array();
   for (const auto& [job, via] : jobs) {
-    std::optional<ordered_json> answer = ask(via.second, {{"request", "report"}, {"job", job}}, kReportMs);
+    std::optional<ordered_json> answer = ask(via.second, {std::string(loom::kReportRequest), job}, kReportMs);
     if (!answer) answer = ordered_json{{"job", job}, {"error", "the process at " + via.second + " did not answer"}};
     if (json) {
       reports.push_back(*answer);

@@ -6,6 +6,7 @@
 
 #include "core/api/api_result.h"
 #include "core/communicator.h"
+#include "core/observe/comm_state.h"
 #include "core/observe/hang_report.h"
 #include "core/observe/state_exchange.h"
 
@@ -14,7 +15,7 @@ using namespace loom;
 namespace {
 
 // Copies `text` with its NUL into buffer when *bytes allows; *bytes becomes what it needs.
-Status copyOut(const std::string& text, char* buffer, size_t* bytes, const char* call) {
+Status copyTextOut(const std::string& text, char* buffer, size_t* bytes, const char* call) {
   const size_t needed = text.size() + 1;
   const size_t room = *bytes;
   *bytes = needed;
@@ -33,7 +34,7 @@ LOOM_API loomResult_t loomCommDumpState(loomComm_t comm, char* buffer, size_t* b
   return apiCall(comm, [&]() -> Status {
     if (!comm || !bytes) return invalidArgument("loomCommDumpState: NULL argument");
     // No lock the operation path holds: this answers while the rank is wedged in an operation.
-    return copyOut(commStateJson(*comm), buffer, bytes, "loomCommDumpState");
+    return copyTextOut(commStateText(commState(*comm)), buffer, bytes, "loomCommDumpState");
   });
 }
 
@@ -46,7 +47,7 @@ LOOM_API loomResult_t loomHangReport(const char* const* states, int nstates, int
     for (int r = 0; r < nstates; ++r) all.emplace_back(states[r] ? states[r] : "");
     std::string text, json;
     LOOM_TRY(analyzeHang(all, &text, &json));
-    return copyOut(format == LOOM_REPORT_JSON ? json : text, buffer, bytes, "loomHangReport");
+    return copyTextOut(format == LOOM_REPORT_JSON ? json : text, buffer, bytes, "loomHangReport");
   });
 }
 

@@ -1,9 +1,8 @@
 #include "core/observe/flight_record.h"
 
-#include <nlohmann/json.hpp>
-
 #include "base/clock.h"
 #include "base/datatype.h"
+#include "core/observe/comm_state.h"
 
 namespace loom {
 
@@ -35,18 +34,17 @@ void FlightRecord::failed(const std::string& error) {
   if (failure_.empty()) failure_ = error;
 }
 
-std::string FlightRecord::json() const {
-  nlohmann::json j;
+void FlightRecord::snapshot(CommState* state) const {
   const uint64_t last = lastIssued_.load(std::memory_order_acquire);
-  j["last_issued"] = last;
-  j["completed_up_to"] = completedUpTo_.load(std::memory_order_acquire);
-  j["waiting_on"] = waitingOn_.load(std::memory_order_relaxed);
-  j["timed_out"] = timedOut_.load(std::memory_order_relaxed);
+  state->lastIssued = last;
+  state->completedUpTo = completedUpTo_.load(std::memory_order_acquire);
+  state->waitingOn = waitingOn_.load(std::memory_order_relaxed);
+  state->timedOut = timedOut_.load(std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(failureMutex_);
-    j["failure"] = failure_;
+    state->failure = failure_;
   }
-  j["entries"] = nlohmann::json::array();
+  state->entries.clear();
   const int64_t now = static_cast<int64_t>(nowNs());
   const uint64_t first = last >= kEntries ? last - kEntries + 1 : 1;
   for (uint64_t seq = first; seq <= last; ++seq) {
@@ -60,14 +58,9 @@ std::string FlightRecord::json() const {
     const uint8_t coll = s.coll.load(relaxed), dtype = s.dtype.load(relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (s.version.load(std::memory_order_relaxed) != before || slotSeq != seq) continue;  // rewritten meanwhile
-    j["entries"].push_back({{"seq", slotSeq},
-                            {"op", collectiveName(static_cast<Collective>(coll))},
-                            {"count", count},
-                            {"dtype", dataTypeName(static_cast<loomDataType_t>(dtype))},
-                            {"peer", peer},
-                            {"age_us", (now - issuedNs) / 1000}});
+    state->entries.push_back({slotSeq, collectiveName(static_cast<Collective>(coll)), count,
+                              dataTypeName(static_cast<loomDataType_t>(dtype)), peer, (now - issuedNs) / 1000});
   }
-  return j.dump();
 }
 
 }  // namespace loom

@@ -1,9 +1,10 @@
 // A communicator's flight record: the last kEntries operations this rank issued (sequence number,
 // collective, count, datatype, root or peer, when), how far they completed, the peer its current wait
 // is on (noted by the driving thread's health check, so only waits that last), whether its own wait
-// timed out, and the error that broke the communicator. Written on the operation path with a few plain stores (no lock, no allocation);
-// read from any thread at any time, also while the rank is wedged in an operation (a slot being
-// rewritten is skipped), as JSON for a dump (loomCommDumpState) and for the job-wide hang report
+// timed out, and the error that broke the communicator. Written on the operation path with a few plain
+// stores (no lock, no allocation); read from any thread at any time, also while the rank is wedged in
+// an operation (a slot being rewritten is skipped), into the rank's CommState
+// (core/observe/comm_state.h) for a dump (loomCommDumpState) and for the job-wide hang report
 // (core/observe/hang_report.h), which lines up every rank's record.
 #pragma once
 
@@ -16,6 +17,8 @@
 #include "loom.h"
 
 namespace loom {
+
+struct CommState;
 
 class FlightRecord {
  public:
@@ -33,9 +36,9 @@ class FlightRecord {
   void markTimedOut() { timedOut_.store(true, std::memory_order_relaxed); }
   bool timedOut() const { return timedOut_.load(std::memory_order_relaxed); }
 
-  // {"completed_up_to", "last_issued", "waiting_on", "timed_out", "failure", "entries": [{"seq", "op",
-  // "count", "dtype", "peer", "age_us"}...] oldest first}; callable from any thread.
-  std::string json() const;
+  // Fills the record's part of *state (counters, wait, failure, entries oldest first); callable from
+  // any thread.
+  void snapshot(CommState* state) const;
 
  private:
   // A seqlock: fields are relaxed atomics (plain stores on x86 and Arm), so a reader racing a writer

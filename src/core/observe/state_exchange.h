@@ -1,15 +1,17 @@
-// Both ends of the state exchange: a rank's flight record as JSON (what loomCommDumpState returns),
-// answered on the rank's state port to a request that proves the communicator's secret, and gathered
-// from every rank of a job into the texts core/observe/hang_report.h lines up.
+// Both ends of the state exchange between the ranks of a job: a rank's state (what loomCommDumpState
+// returns), the book of where every rank of a communicator answers for its state, and the wire between
+// an asker (core/observe/state_gather.h) and a state port (core/observe/state_ports.h): the asker's
+// Hello proves the communicator's secret, the answer is the state's JSON behind its 4-byte size.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "base/clock.h"
 #include "base/socket.h"
+#include "base/status.h"
 #include "bootstrap/wire.h"
+#include "core/observe/comm_state.h"
 
 struct loomComm;
 
@@ -27,18 +29,17 @@ struct StateAddressBook {
 // The book of a communicator whose init exchanged the ranks' state ports.
 StateAddressBook stateAddressBook(const loomComm& comm, const uint8_t* secret);
 
-// This rank's state: {"comm", "rank", "nranks", "host", "pid"} and FlightRecord::json()'s fields.
-// Takes no lock the operation path holds: it answers while the rank is wedged.
-std::string commStateJson(const loomComm& comm);
+// This rank's state. Takes no lock the operation path holds: it answers while the rank is wedged.
+CommState commState(const loomComm& comm);
 
-// The serving end, on a connection accepted from a state port: the requester's hello (read within a
-// short deadline) must prove `secret`; only then is the state sent.
-Status readStateHello(const Socket& connection, const uint8_t* secret, int nranks);
-Status sendState(const Socket& connection, const std::string& state);
+// A state larger than this is refused (64 entries take a few KiB).
+constexpr uint32_t kMaxStateBytes = 1u << 20;
 
-// Every rank's state, asked in parallel; "" for a rank that did not answer by `deadline` (its reason
-// is in *why[r] when why is given).
-std::vector<std::string> gatherStates(const StateAddressBook& book, Deadline deadline,
-                                      std::vector<std::string>* why = nullptr);
+// The request an asker sends to a state port of `book`'s communicator.
+Hello stateHello(const StateAddressBook& book);
+// Whether `request` (sizeof(Hello) bytes) proves `secret`; why not.
+Status checkStateHello(const std::string& request, const uint8_t* secret, int nranks);
+// The answer: the state's size (host order, the job's hosts share it) and its JSON.
+std::string framedState(const CommState& state);
 
 }  // namespace loom
