@@ -142,6 +142,34 @@ while left:
 print(" ".join(chosen))' "${roots[@]}"
 }
 
+# The system's copies of the kit's packages (and every other pkg-config file) are hidden by mounting
+# empty files and folders over them, in a private mount namespace, so the build can only use the kit.
+hide_system_packages() {
+  local empty_dir empty_file path arch
+  empty_dir="$(mktemp -d)"
+  empty_file="$(mktemp)"
+  arch="$(dpkg --print-architecture)"
+  for p in "${packages[@]}"; do
+    [ "$p" = libudev1 ] && continue  # the system's own run-time library, present on the GPU machine too
+    # The native package: with another architecture's copy installed too (scripts/cross-aarch64.sh), a
+    # bare name is ambiguous to dpkg; packages for all architectures have no qualified name.
+    { dpkg -L "$p:$arch" 2>/dev/null || dpkg -L "$p" 2>/dev/null || true; } | while read -r path; do
+      case "$path" in
+        /usr/include/*|/usr/lib/x86_64-linux-gnu/lib*|/usr/bin/*pkg*) [ -f "$path" ] && ! [ -L "$path" ] && mount --bind "$empty_file" "$path" ;;
+      esac
+      true
+    done
+  done
+  for dir in /usr/include/hwloc /usr/include/fmt /usr/include/nlohmann /usr/include/gtest /usr/include/gmock \
+             /usr/include/CLI /usr/lib/x86_64-linux-gnu/pkgconfig /usr/share/pkgconfig /usr/lib/pkgconfig; do
+    [ -d "$dir" ] && mount --bind "$empty_dir" "$dir"
+  done
+  if pkg-config --exists hwloc 2>/dev/null || [ -s /usr/include/hwloc.h ] || [ -s /usr/lib/x86_64-linux-gnu/libhwloc.so.15 ]; then
+    echo "gpu-kit: the system's hwloc is still visible" >&2
+    return 1
+  fi
+}
+
 # In the namespace: Loom configured and its sources that use each package compiled from the kit alone;
 # the packed binaries run on the kit's libraries; the torch extension built against the kit.
 check_inside() {

@@ -21,17 +21,18 @@
 #include "base/clock.h"
 #include "base/socket.h"
 #include "base/status.h"
+#include "base/tools_api.h"
 #include "core/observe/comm_state.h"
 
 namespace loom {
 
 // Where the sockets are: LOOM_DOCTOR_DIR, else $XDG_RUNTIME_DIR/loom, else /tmp/loom-<uid>.
-std::string doctorDirectory();
+LOOM_TOOLS_API std::string doctorDirectory();
 // The same without LOOM_DOCTOR_DIR.
 std::string defaultDoctorDirectory();
 // Process `pid`'s socket in `dir`, and the pid a socket's file name names (nullopt: not such a name).
 std::string processSocketPath(const std::string& dir, int pid);
-std::optional<int> processSocketPid(const std::string& fileName);
+LOOM_TOOLS_API std::optional<int> processSocketPid(const std::string& fileName);
 // The address of the socket at `path` (too long a path for one is an error).
 Status processSocketAddress(const std::string& path, sockaddr_un* out);
 
@@ -92,7 +93,7 @@ Status writeLine(const Socket& s, const std::string& line, Deadline deadline);
 
 // loom-doctor's end: one request to the process behind `socketPath`, its answer by the deadline.
 // *gone: nothing listens there (the socket file of a process that ended).
-Status askProcess(const std::string& socketPath, const DoctorRequest& request, Deadline deadline,
-                  nlohmann::ordered_json* answer, bool* gone);
+LOOM_TOOLS_API Status askProcess(const std::string& socketPath, const DoctorRequest& request, Deadline deadline,
+                                 nlohmann::ordered_json* answer, bool* gone);
 
 }  // namespace loom

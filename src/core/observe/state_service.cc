@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <climits>
 #include <map>
 #include <mutex>
@@ -37,6 +39,10 @@ namespace {
 // few); loom-doctor's person can wait longer for a far host.
 constexpr int kAfterTimeoutGatherMs = 500;
 constexpr int kRequestGatherMs = 5000;
+// How long the loop rests when accept finds no descriptor free (EMFILE and kin).
+constexpr int kExhaustedPauseMs = 50;
+
+bool outOfDescriptors(int error) { return error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM; }
 
 // The job's report (doctor_protocol.h's report answer) from a gather that ended.
 nlohmann::ordered_json gatheredReport(const StateGather& gather) {
@@ -182,13 +188,25 @@ class Service {
         for (const StateAddressBook& book : booksByJob("")) {
           work.signalReports.emplace_back(book, Deadline::afterMs(kRequestGatherMs));
         }
-      if (fds[1].revents & POLLIN)
+      bool exhausted = false;  // a listener stays readable while accept has no descriptor to give
+      if (fds[1].revents & POLLIN) {
+        errno = 0;
         if (Socket connection = local_.accept(); connection.valid())
           work.asked.push_back({Conversation(std::move(connection), 0), 0, std::nullopt});
+        else
+          exhausted = exhausted || outOfDescriptors(errno);
+      }
       for (size_t i = 0; i < ids.size(); ++i)
-        if (fds[i + 2].revents & POLLIN)
+        if (fds[i + 2].revents & POLLIN) {
+          errno = 0;
           if (Socket connection = acceptStateRequest(fds[i + 2].fd); connection.valid())
             work.asked.push_back({Conversation(std::move(connection), kStateRequestBytes), ids[i], std::nullopt});
+          else
+            exhausted = exhausted || outOfDescriptors(errno);
+        }
+      // Out of descriptors: the pending connections wait in their backlog instead of the loop polling
+      // and failing to accept them without pause.
+      if (exhausted) std::this_thread::sleep_for(std::chrono::milliseconds(kExhaustedPauseMs));
     }
   }
 

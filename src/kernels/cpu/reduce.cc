@@ -13,10 +13,8 @@
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \
     !defined(__SANITIZE_THREAD__)
 // x86-64-v4: AVX-512 F/BW/DQ/VL (BW for the 8- and 16-bit types); x86-64-v3: AVX2, FMA, F16C.
-// GCC gives the clones' ifunc symbols default visibility whatever -fvisibility says: hidden here, or
-// libloom.so would export them (tests/tools/exported_symbols.py).
-#define LOOM_CPU_KERNEL \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten, visibility("hidden")))
+// GCC exports the clones' ifunc symbols whatever -fvisibility says: hidden_clones.map hides them.
+#define LOOM_CPU_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
 #elif defined(__GNUC__)
 #define LOOM_CPU_KERNEL __attribute__((flatten))
 #else
@@ -25,8 +23,8 @@
 
 namespace loom::cpu {
 
-// Non-template entry points because target_clones needs a plain function. External linkage (hidden,
-// LOOM_CPU_KERNEL) because GCC's ifunc resolvers want it.
+// Non-template entry points because target_clones needs a plain function. External linkage (kept out of
+// libloom.so's exports by hidden_clones.map) because GCC's ifunc resolvers want it.
 #define LOOM_REDUCE_ARGS void *dst, const void *a, const void *b, size_t n, const ReduceOp &op, bool fin
 #define LOOM_COPY_ARGS void *dst, const void *src, size_t n, const ReduceOp &op, bool fin
 
