@@ -29,6 +29,6 @@ LOOM_TOOLS_API Status processCalibration(Calibration* out);
 
 // The JSON file `loom-topo --calibrate` writes: {"copy_gbs": X}.
 Status readCalibrationFile(const std::string& path, Calibration* out);
-Status writeCalibrationFile(const std::string& path, const Calibration& calibration);
+LOOM_TOOLS_API Status writeCalibrationFile(const std::string& path, const Calibration& calibration);
 
 }  // namespace loom

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/tools_api.h"
 #include "topology/graph.h"
 
 namespace loom {
@@ -20,6 +21,6 @@ namespace loom {
 Status importNcclXml(const std::string& xml, SystemGraph* graph);
 
 // The graph as an NCCL topology XML document.
-Status writeNcclXml(const SystemGraph& graph, std::string* out);
+LOOM_TOOLS_API Status writeNcclXml(const SystemGraph& graph, std::string* out);
 
 }  // namespace loom

@@ -21,7 +21,7 @@ Status parseTopologyXml(const std::string& xml, const std::string& sourceName, S
                         TopologyFormat* format = nullptr);
 
 // Reads and parses a file into an empty graph and finalizes it.
-Status loadTopologyFile(const std::string& path, SystemGraph* graph);
+LOOM_TOOLS_API Status loadTopologyFile(const std::string& path, SystemGraph* graph);
 
 // This host's topology as the rest of Loom should see it: the file named by LOOM_TOPO_FILE when set,
 // else live discovery.
@@ -31,6 +31,6 @@ LOOM_TOOLS_API Status loadSystemTopology(SystemGraph* graph);
 // needs it, and discovery costs milliseconds. A discovered graph is kept in the host cache
 // (host_cache.h) and used as the cache holds it (NCCL XML), so that every process of a host, whether
 // it discovered or read it, has the same.
-Status hostTopology(std::shared_ptr<const SystemGraph>* out);
+LOOM_TOOLS_API Status hostTopology(std::shared_ptr<const SystemGraph>* out);
 
 }  // namespace loom

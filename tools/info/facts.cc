@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/settings.h"
+#include "base/settings_files.h"
 #include "core/build_info.h"
 #include "device/device_layer.h"
 #include "topology/calibration.h"
@@ -154,6 +155,21 @@ json settingsFacts() {
   return all;
 }
 
+json settingsFilesFacts() {
+  json all = json::array();
+  for (const SettingsFile& file : settingsFiles()) {
+    size_t values = 0;  // lines NAME=VALUE with a value
+    for (const ConfEntry& e : file.conf.entries) values += !e.value.empty();
+    all.push_back({{"path", file.location.path},
+                   {"holds", file.location.kind == SettingsFileKind::Loom ? "LOOM_*" : "NCCL_*"},
+                   {"named_by", file.location.namedBy},
+                   {"found", file.exists},
+                   {"values", values},
+                   {"error", file.readError.message()}});
+  }
+  return all;
+}
+
 Status gatherFacts(const Request& request, json* out) {
   json doc;
   doc["loom"] = buildFacts();
@@ -177,6 +193,7 @@ Status gatherFacts(const Request& request, json* out) {
 
   if (request.network) doc["network"] = networkFacts();
   doc["settings"] = settingsFacts();
+  doc["settings_files"] = settingsFilesFacts();
   *out = std::move(doc);
   return Status::Ok();
 }

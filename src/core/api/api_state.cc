@@ -14,7 +14,7 @@ using namespace loom;
 namespace {
 
 // Copies `text` with its NUL into buffer when *bytes allows; *bytes becomes what it needs.
-Status copyOut(const std::string& text, char* buffer, size_t* bytes, const char* call) {
+Status copyTextOut(const std::string& text, char* buffer, size_t* bytes, const char* call) {
   const size_t needed = text.size() + 1;
   const size_t room = *bytes;
   *bytes = needed;
@@ -33,7 +33,7 @@ LOOM_API loomResult_t loomCommDumpState(loomComm_t comm, char* buffer, size_t* b
   return apiCall(comm, [&]() -> Status {
     if (!comm || !bytes) return invalidArgument("loomCommDumpState: NULL argument");
     // No lock the operation path holds: this answers while the rank is wedged in an operation.
-    return copyOut(commStateJson(*comm), buffer, bytes, "loomCommDumpState");
+    return copyTextOut(commStateJson(*comm), buffer, bytes, "loomCommDumpState");
   });
 }
 
@@ -46,7 +46,7 @@ LOOM_API loomResult_t loomHangReport(const char* const* states, int nstates, int
     for (int r = 0; r < nstates; ++r) all.emplace_back(states[r] ? states[r] : "");
     std::string text, json;
     LOOM_TRY(analyzeHang(all, &text, &json));
-    return copyOut(format == LOOM_REPORT_JSON ? json : text, buffer, bytes, "loomHangReport");
+    return copyTextOut(format == LOOM_REPORT_JSON ? json : text, buffer, bytes, "loomHangReport");
   });
 }
 

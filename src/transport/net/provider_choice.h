@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/tools_api.h"
 #include "transport/net/provider.h"
 
 namespace loom::net {
@@ -29,7 +30,7 @@ struct ProviderRequest {
 
 // `passedOver`, when given, receives why each provider tried before the chosen one was not taken
 // ("ib: no ACTIVE port"), in the order they were tried (loom-info shows them).
-Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* out,
-                    std::vector<std::string>* passedOver = nullptr);
+LOOM_TOOLS_API Status makeProvider(const ProviderRequest& request, std::unique_ptr<Provider>* out,
+                                   std::vector<std::string>* passedOver = nullptr);
 
 }  // namespace loom::net
