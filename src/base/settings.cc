@@ -3,6 +3,7 @@
 #include <strings.h>
 #include <unistd.h>  // environ
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "base/log.h"
 #include "base/nccl_values.h"
+#include "base/settings_files.h"
 
 namespace loom {
 namespace {
@@ -43,12 +45,12 @@ void warnOnce(const std::string& text) {
   if (said.insert(text).second) LOOM_WARN(Init, "{}", text);
 }
 
-// The environment's value and which variable gave it: the LOOM_ one, else an honoured NCCL one when
-// its value is one Loom can use (logUnreadNcclVariables reports one it cannot: logging here could come
-// back through the log's own settings).
+// A value and where it came from: the LOOM_ variable, else an honoured NCCL one when its value is one
+// Loom can use, else a line of the settings files (logUnreadNcclVariables reports a value it cannot
+// use: logging here could come back through the log's own settings). `source` is settingSource's text.
 struct RawValue {
   const char* value = nullptr;
-  bool fromNccl = false;
+  const char* source = nullptr;
 };
 
 // A translated NCCL value, kept for the process (callers keep the pointer; there are few such values).
@@ -59,22 +61,65 @@ const char* keptText(std::string text) {
   return kept.insert(std::move(text)).first->c_str();
 }
 
-RawValue rawValueOf(const SettingSpec& spec) {
-  if (const char* v = environmentValue(spec.name)) return {v, false};
-  if (spec.ncclUse != NcclUse::Honoured && spec.ncclUse != NcclUse::Translated) return {};
-  const char* v = environmentValue(spec.nccl);
-  if (!v) return {};
-  if (spec.ncclUse == NcclUse::Translated) {
-    NcclTranslation t = translateNcclValue(spec.id, v);
-    if (t.value.empty()) return {};
-    v = keptText(std::move(t.value));
-  }
-  if (!problemWith(spec, v).empty()) return {};
-  return {v, true};
-}
-
 bool readsNcclVariable(const SettingSpec& spec) {
   return spec.ncclUse == NcclUse::Honoured || spec.ncclUse == NcclUse::Translated;
+}
+
+// Settings a file cannot give, and why: what reads them does not read the files.
+const char* environmentOnlyReason(Setting s) {
+  switch (s) {
+    case Setting::ConfFile: return "it names the file";
+    case Setting::Library: return "the Python package reads it before it loads Loom";
+    case Setting::Fixtures: return "tests and examples read it themselves";
+    default: return nullptr;
+  }
+}
+
+// An NCCL variable's value as the setting's, translated where the table says so; null when Loom cannot
+// use it.
+const char* usableNcclValue(const SettingSpec& spec, const char* text) {
+  if (!text || !*text) return nullptr;
+  if (spec.ncclUse == NcclUse::Translated) {
+    NcclTranslation t = translateNcclValue(spec.id, text);
+    if (t.value.empty()) return nullptr;
+    text = keptText(std::move(t.value));
+  }
+  return problemWith(spec, text).empty() ? text : nullptr;
+}
+
+// The settings files' value: the first file (in precedence order) with a usable line of the setting's
+// name, its last such line. A line Loom's file cannot give is passed over here; checkSettingsFiles makes
+// it the init's error. The files stay for the process, so their texts are returned as they are.
+RawValue fileValueOf(const SettingSpec& spec) {
+  for (const SettingsFile& file : settingsFiles()) {
+    const bool loomFile = file.location.kind == SettingsFileKind::Loom;
+    if (!loomFile && !readsNcclVariable(spec)) continue;
+    const std::string_view wanted = loomFile ? spec.name : spec.nccl;
+    for (size_t i = file.conf.entries.size(); i-- > 0;) {
+      const ConfEntry& entry = file.conf.entries[i];
+      if (entry.name != wanted || entry.value.empty()) continue;
+      const char* v = loomFile ? (problemWith(spec, entry.value.c_str()).empty() ? entry.value.c_str() : nullptr)
+                               : usableNcclValue(spec, entry.value.c_str());
+      if (v) return {v, file.sources[i].c_str()};
+    }
+  }
+  return {};
+}
+
+RawValue rawValueOf(const SettingSpec& spec) {
+  // "environment (NCCL_...)" for each setting, made once.
+  static const std::vector<std::string> fromNccl = [] {
+    std::vector<std::string> texts;
+    for (const SettingSpec& each : kSettings) texts.push_back(std::string("environment (") + each.nccl + ")");
+    return texts;
+  }();
+  if (const char* v = environmentValue(spec.name)) return {v, "environment"};
+  if (readsNcclVariable(spec))
+    if (const char* v = usableNcclValue(spec, environmentValue(spec.nccl)))
+      return {v, fromNccl[static_cast<size_t>(spec.id)].c_str()};
+  // LOOM_CONF_FILE among them: the files are found through it (base/settings_files.cc).
+  if (environmentOnlyReason(spec.id)) return {};
+  return fileValueOf(spec);
 }
 
 const char* rawValue(const SettingSpec& spec) { return rawValueOf(spec).value; }
@@ -185,15 +230,8 @@ const SettingSpec* findSetting(std::string_view name) {
 bool settingIsSet(Setting s) { return rawValue(specOf(s)) != nullptr; }
 
 const char* settingSource(Setting s) {
-  // "environment (NCCL_...)" for each setting, made once: callers keep the pointer.
-  static const std::vector<std::string> fromNccl = [] {
-    std::vector<std::string> texts;
-    for (const SettingSpec& spec : kSettings) texts.push_back(std::string("environment (") + spec.nccl + ")");
-    return texts;
-  }();
   const RawValue raw = rawValueOf(specOf(s));
-  if (!raw.value) return "default";
-  return raw.fromNccl ? fromNccl[static_cast<size_t>(s)].c_str() : "environment";
+  return raw.value ? raw.source : "default";
 }
 
 Status checkSetting(Setting s) {
@@ -243,6 +281,116 @@ std::string settingEffective(Setting s) {
 
 SettingOrigin originOf(Setting s) { return SettingOrigin{s, settingEffective(s), settingSource(s)}; }
 
+std::vector<std::string> settingsFileProblems() {
+  std::vector<std::string> problems;
+  for (const SettingsFile& file : settingsFiles()) {
+    if (file.location.kind != SettingsFileKind::Loom) continue;  // NCCL's: logged, as NCCL passes them over
+    const std::string& path = file.location.path;
+    if (!file.readError.ok()) {
+      problems.push_back(file.readError.message());
+      continue;
+    }
+    if (!file.exists) {
+      if (*file.location.namedBy) problems.push_back(fmt::format("{}={}: no such file", file.location.namedBy, path));
+      continue;
+    }
+    std::vector<std::pair<int, std::string>> lines;  // the file's problems, put in line order below
+    for (const ConfMalformed& m : file.conf.malformed)
+      lines.emplace_back(m.line, fmt::format("{}:{}: not NAME=VALUE: {}", path, m.line, m.text));
+    for (const ConfEntry& e : file.conf.entries) {
+      const SettingSpec* spec = nullptr;
+      for (const SettingSpec& each : kSettings)
+        if (e.name == each.name) spec = &each;
+      std::string problem;
+      if (!spec) {
+        // Another spelling findSetting knows (NCCL's name, no prefix, another case): the one this file takes.
+        const SettingSpec* meant = findSetting(e.name);
+        problem = meant ? fmt::format("no setting named {}: this file takes {}", e.name, meant->name)
+                        : fmt::format("no setting named {} (loom-info --settings lists them)", e.name);
+      } else if (const char* why = environmentOnlyReason(spec->id)) {
+        problem = fmt::format("{} is read from the environment only: {}", e.name, why);
+      } else if (const std::string bad = e.value.empty() ? "" : problemWith(*spec, e.value.c_str()); !bad.empty()) {
+        problem = fmt::format("{}={} is {}: {} allows {}", e.name, e.value, bad, e.name, allowedText(*spec));
+      }
+      if (!problem.empty()) lines.emplace_back(e.line, fmt::format("{}:{}: {}", path, e.line, problem));
+    }
+    std::stable_sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& line : lines) problems.push_back(std::move(line.second));
+  }
+  return problems;
+}
+
+Status checkSettingsFiles() {
+  const std::vector<std::string> problems = settingsFileProblems();
+  if (problems.empty()) return Status::Ok();
+  if (problems.size() == 1) return invalidArgument("{}", problems[0]);
+  return invalidArgument("{} (and {} more: loom-info --settings lists them)", problems[0], problems.size() - 1);
+}
+
+namespace {
+
+// What Loom makes of one NCCL_* assignment, said at INFO where it is not simply read: one of the
+// environment's (`where` and `lineSource` empty), or a line of NCCL's files (`where` "path:line: ",
+// `lineSource` the source it would be).
+void logNcclAssignment(const std::string& where, std::string_view lineSource, const std::string& name,
+                       const std::string& value) {
+  const SettingSpec* mirror = nullptr;
+  for (const SettingSpec& spec : kSettings)
+    if (name == spec.nccl) mirror = &spec;
+  RawValue used;
+  if (mirror && !lineSource.empty()) used = rawValueOf(*mirror);
+  if (!mirror) {
+    LOOM_INFO(Init, "{}{}={} is set; Loom does not read it", where, name, value);
+  } else if (mirror->ncclUse == NcclUse::Similar) {
+    LOOM_INFO(Init, "{}{}={} is set; Loom does not read it ({}, the nearest setting, has its own meaning)", where,
+              name, value, mirror->name);
+  } else if (environmentValue(mirror->name)) {
+    LOOM_INFO(Init, "{}{}={} is set; {} is set too and wins", where, name, value, mirror->name);
+  } else if (used.value && used.source != lineSource) {
+    LOOM_INFO(Init, "{}{}={} is set; {} comes from {}", where, name, value, mirror->name, used.source);
+  } else if (mirror->ncclUse == NcclUse::Translated) {
+    const NcclTranslation t = translateNcclValue(mirror->id, value);
+    if (t.value.empty()) LOOM_INFO(Init, "{}{}={} is set; not read: {}", where, name, value, t.whyNot);
+    else if (t.leftOut.empty()) LOOM_INFO(Init, "{}{}={} is read as {}={}", where, name, value, mirror->name, t.value);
+    else LOOM_INFO(Init, "{}{}={} is read as {}={}; not read: {}", where, name, value, mirror->name, t.value, t.leftOut);
+  } else if (const std::string problem = problemWith(*mirror, value.c_str()); !problem.empty()) {
+    LOOM_INFO(Init, "{}{}={} is set; ignored: {} for {} (it allows {})", where, name, value, problem, mirror->name,
+              allowedText(*mirror));
+  }
+}
+
+// NCCL's files: what a file or line gives nothing, and why (NCCL itself passes such lines over silently).
+void logNcclFiles() {
+  for (const SettingsFile& file : settingsFiles()) {
+    if (file.location.kind != SettingsFileKind::Nccl) continue;
+    const std::string& path = file.location.path;
+    if (!file.readError.ok()) {
+      LOOM_WARN(Init, "{}; NCCL's settings in it are not read", file.readError.message());
+      continue;
+    }
+    if (!file.exists) {
+      if (*file.location.namedBy) LOOM_INFO(Init, "{}={}: no such file; not read", file.location.namedBy, path);
+      continue;
+    }
+    for (const ConfMalformed& m : file.conf.malformed)
+      LOOM_WARN(Init, "{}:{}: not NAME=VALUE, ignored: {}", path, m.line, m.text);
+    for (size_t i = 0; i < file.conf.entries.size(); ++i) {
+      const ConfEntry& e = file.conf.entries[i];
+      if (e.value.empty()) continue;
+      const std::string where = fmt::format("{}:{}: ", path, e.line);
+      if (e.name.rfind("NCCL_", 0) == 0)
+        logNcclAssignment(where, file.sources[i], e.name, e.value);
+      else if (e.name.rfind("LOOM_", 0) == 0)
+        LOOM_INFO(Init, "{}{}={} is not read: Loom's settings go in loom.conf", where, e.name, e.value);
+      else  // NCCL puts every line into the environment; Loom reads its settings and sets no variable
+        LOOM_INFO(Init, "{}{}={} is not read: Loom reads NCCL_* names from NCCL's files and sets no environment "
+                  "variable from them", where, e.name, e.value);
+    }
+  }
+}
+
+}  // namespace
+
 void logUnreadNcclVariables() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -251,26 +399,10 @@ void logUnreadNcclVariables() {
       const size_t eq = text.find('=');
       if (text.rfind("NCCL_", 0) != 0 || eq == std::string_view::npos || eq + 1 == text.size()) continue;
       const std::string name(text.substr(0, eq)), value(text.substr(eq + 1));
-      const SettingSpec* mirror = nullptr;
-      for (const SettingSpec& spec : kSettings)
-        if (name == spec.nccl) mirror = &spec;
-      if (!mirror) {
-        LOOM_INFO(Init, "{}={} is set; Loom does not read it", name, value);
-      } else if (mirror->ncclUse == NcclUse::Similar) {
-        LOOM_INFO(Init, "{}={} is set; Loom does not read it ({}, the nearest setting, has its own meaning)", name,
-                  value, mirror->name);
-      } else if (environmentValue(mirror->name)) {
-        LOOM_INFO(Init, "{}={} is set; {} is set too and wins", name, value, mirror->name);
-      } else if (mirror->ncclUse == NcclUse::Translated) {
-        const NcclTranslation t = translateNcclValue(mirror->id, value);
-        if (t.value.empty()) LOOM_INFO(Init, "{}={} is set; not read: {}", name, value, t.whyNot);
-        else if (t.leftOut.empty()) LOOM_INFO(Init, "{}={} is read as {}={}", name, value, mirror->name, t.value);
-        else LOOM_INFO(Init, "{}={} is read as {}={}; not read: {}", name, value, mirror->name, t.value, t.leftOut);
-      } else if (const std::string problem = problemWith(*mirror, value.c_str()); !problem.empty()) {
-        LOOM_INFO(Init, "{}={} is set; ignored: {} for {} (it allows {})", name, value, problem, mirror->name,
-                  allowedText(*mirror));
-      }
+      if (name == "NCCL_CONF_FILE") continue;  // read: it names NCCL's settings file (base/settings_files.h)
+      logNcclAssignment("", "", name, value);
     }
+    logNcclFiles();
   });
 }
 

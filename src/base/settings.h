@@ -3,17 +3,22 @@
 // Where settings.def marks the NCCL variable Honoured it is read too, when the LOOM_ one is unset (so
 // that NCCL's environment configures the NCCL drop-in); a value of it that Loom cannot use is ignored
 // and logged at INFO.
-// A value is read from the environment at every call (values are cheap to read, and tests change
-// them); a bad one is a loomInvalidArgument naming the setting and what it allows (checkSetting, at the
-// places that read it at init), or a warning naming both and the default, as settings.def says per
-// setting. The public face of the table is loomParam* (loom.h), shaped after NCCL 2.30's ncclParam*,
-// and `loom-info --settings`.
+// Below the environment are the settings files (base/settings_files.h): Loom's loom.conf, under the
+// LOOM_ names, then NCCL's files, under the NCCL names read as the environment's are. A value is read
+// at every call (values are cheap to read, and tests change the environment; the files are read once
+// per process); a bad one in the environment is a loomInvalidArgument naming the setting and what it
+// allows (checkSetting, at the places that read it at init), or a warning naming both and the default,
+// as settings.def says per setting. A bad line of Loom's files gives no value, and is the error of
+// communicator init and loomParam* (checkSettingsFiles), naming the file and line; one of NCCL's files
+// is logged and passed over, as NCCL passes it over. The public face of the table is loomParam* (loom.h),
+// shaped after NCCL 2.30's ncclParam*, and `loom-info --settings`.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "base/tools_api.h"
@@ -52,21 +57,30 @@ const SettingSpec& specOf(Setting s);
 // null when there is none.
 const SettingSpec* findSetting(std::string_view name);
 
-// Whether the environment sets it (to something not empty): its LOOM_ variable, or an honoured NCCL one
-// with a value Loom can use.
+// Whether the environment or a settings file sets it (to something not empty): its LOOM_ variable, an
+// honoured NCCL one with a value Loom can use, or a line of the files giving either.
 bool settingIsSet(Setting s);
-// Where the value comes from: "environment", "environment (NCCL_...)" or "default".
+// Where the value comes from: "environment", "environment (NCCL_...)", a settings file's line
+// ("/etc/loom.conf:3", "/home/u/.nccl.conf:2 (NCCL_...)") or "default".
 LOOM_TOOLS_API const char* settingSource(Setting s);
 // Ok, or loomInvalidArgument naming the setting, its value and what it allows (LOOM_ variables only:
-// an NCCL one Loom cannot use is ignored).
+// an NCCL one Loom cannot use is ignored; the files' lines are checkSettingsFiles's).
 Status checkSetting(Setting s);
-// Logs at INFO, once per process, each NCCL_* variable of the environment that Loom does not read
-// (communicator init calls it: a user of the NCCL drop-in learns what has no effect).
+// Each bad line of Loom's settings files ("path:line: what is wrong"), or a LOOM_CONF_FILE that names no
+// file or one that cannot be read: a line not NAME=VALUE, a name that is no setting (or one read from
+// the environment only: LOOM_CONF_FILE, LOOM_LIBRARY, LOOM_FIXTURES), a value the setting refuses.
+LOOM_TOOLS_API std::vector<std::string> settingsFileProblems();
+// Ok, or loomInvalidArgument naming the first of them (communicator init and loomParam* return it).
+Status checkSettingsFiles();
+// Logs at INFO, once per process, each NCCL_* variable of the environment, and each line of NCCL's
+// settings files, that Loom does not read (communicator init calls it: a user of the NCCL drop-in learns
+// what has no effect); a line of NCCL's files that is not NAME=VALUE, or a file that cannot be read, at WARN.
 void logUnreadNcclVariables();
 
-// The value as text: the environment's, else the default ("" for unset Text, and for computed ones).
+// The value as text: the environment's or a file's, else the default ("" for unset Text, and for
+// computed ones).
 LOOM_TOOLS_API std::string settingText(Setting s);
-// Integer and Flag settings: the environment's value (decimal, 0x.., K/M/G) when valid, else the
+// Integer and Flag settings: the value set (decimal, 0x.., K/M/G) when valid, else the
 // default (a warning says so). `computed`: the default of a "(computed)" setting.
 int64_t settingInt(Setting s);
 int64_t settingInt(Setting s, int64_t computed);
@@ -75,14 +89,14 @@ int64_t settingInt(Setting s, int64_t computed);
 // default communicator).
 int64_t settingDefaultInt(Setting s);
 bool settingFlag(Setting s);
-// Choice settings: the environment's value when it is one of the allowed words (as the table spells
+// Choice settings: the value set when it is one of the allowed words (as the table spells
 // it), else the default (a warning says so); "" when unset without a default.
 std::string settingChoice(Setting s);
 
 // The value as it would be used, as text (a computed default says "(computed)").
 LOOM_TOOLS_API std::string settingEffective(Setting s);
 
-// A value a communicator uses and where it came from: "default", "environment", or a field of the
+// A value a communicator uses and where it came from: settingSource's text, or a field of the
 // loomConfig_t it was made with ("loomConfig_t.timeoutMs"). Its init log and graph dump list them.
 struct SettingOrigin {
   Setting id;

@@ -31,7 +31,9 @@ namespace loom {
 
 Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   CommSettings s;
-  // A bad value of any of these is the init's error, naming it (base/settings.def says what each allows).
+  // A bad line of Loom's settings files is the init's error, naming the file and line; so is a bad value
+  // of any of these (base/settings.def says what each allows).
+  LOOM_TRY(checkSettingsFiles());
   for (Setting checked : {Setting::TimeoutMs, Setting::ChunkBytes, Setting::NChannels, Setting::FifoSlots,
                           Setting::Transport, Setting::RanksPerNode})
     LOOM_TRY(checkSetting(checked));

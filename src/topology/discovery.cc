@@ -12,10 +12,6 @@
 namespace loom {
 namespace {
 
-struct TopologyDeleter {
-  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
-};
-
 bool hasNvlinks(const SystemGraph& graph) {
   for (const Link& link : graph.links())
     if (link.kind == LinkKind::NvLink) return true;
@@ -35,7 +31,7 @@ Status discoverLocalTopology(SystemGraph* graph) {
   if (!graph->nodes().empty()) return invalidArgument("discoverLocalTopology: the graph is not empty");
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return systemError("hwloc_topology_init failed");
-  std::unique_ptr<hwloc_topology, TopologyDeleter> topo(raw);
+  std::unique_ptr<hwloc_topology, HwlocTopologyDeleter> topo(raw);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
   if (hwloc_topology_load(raw) != 0) return systemError("hwloc could not discover this machine");
   HwlocImportOptions options;

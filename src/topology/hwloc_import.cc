@@ -305,11 +305,9 @@ class HwlocImporter {
   bool haveCudaOsdevs_ = false;
 };
 
-struct TopologyDeleter {
-  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
-};
-
 }  // namespace
+
+void HwlocTopologyDeleter::operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
 
 Status addHwlocTopology(hwloc_topology* topology, const HwlocImportOptions& options, SystemGraph* graph) {
   return HwlocImporter(topology, options, graph).run();
@@ -318,7 +316,7 @@ Status addHwlocTopology(hwloc_topology* topology, const HwlocImportOptions& opti
 Status importHwlocXml(const std::string& xml, SystemGraph* graph) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return systemError("hwloc_topology_init failed");
-  std::unique_ptr<hwloc_topology, TopologyDeleter> topo(raw);
+  std::unique_ptr<hwloc_topology, HwlocTopologyDeleter> topo(raw);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
   // hwloc's buffer length counts the terminating NUL.
   if (hwloc_topology_set_xmlbuffer(raw, xml.c_str(), static_cast<int>(xml.size()) + 1) != 0)

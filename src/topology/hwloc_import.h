@@ -20,6 +20,12 @@ struct HwlocImportOptions {
 // Does not finalize it.
 Status addHwlocTopology(hwloc_topology* topology, const HwlocImportOptions& options, SystemGraph* graph);
 
+// Destroys a loaded topology: std::unique_ptr<hwloc_topology, HwlocTopologyDeleter> (one definition
+// for every file that loads one).
+struct HwlocTopologyDeleter {
+  void operator()(hwloc_topology* t) const;
+};
+
 // Loads an hwloc v1/v2 XML document (the caller has checked the version) into the graph. Does not
 // finalize it.
 Status importHwlocXml(const std::string& xml, SystemGraph* graph);

@@ -33,7 +33,8 @@ def main():
     for name in strong:
         if re.fullmatch(r'loom[A-Z]\w*', name):
             continue
-        match = re.match(r'loom::(?:\w+::)*(\w+)(?:\[abi:\w+\])?\(', name)
+        # A function returning std::string demangles with its ABI tag: loom::settingText[abi:cxx11](...).
+        match = re.match(r'loom::(?:\w+::)*(\w+)(?:\[abi:\w+\])*\(', name)
         if match and match.group(1) in declared:
             exported_tools.add(match.group(1))
             continue

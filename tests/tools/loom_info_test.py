@@ -1,7 +1,8 @@
 """loom-info on this machine (text and --json, the algorithm registry and the network providers' table
 among them), with LOOM_TOPO_FILE set to real machines' files (its rings are loom-topo's for the same
-file), --settings (every declared setting, with its source), and
-with a broken topology file (a clear error, exit status 1). It needs no GPU and no network, and
+file), --settings (every declared setting, with its source, a settings file's line among them), and
+with a broken topology file or a bad line of loom.conf (a clear error, exit status 1). It needs no GPU
+and no network, and
 answers in well under a second (the time is printed; the check allows for a loaded CI machine).
 
     python3 loom_info_test.py LOOM_INFO LOOM_TOPO SETTINGS_DEF [FIXTURES]
@@ -18,6 +19,8 @@ info, topo, settings_def = sys.argv[1:4]
 fixtures = sys.argv[4] if len(sys.argv) > 4 else ""
 failures = []
 env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
+# The user's settings files stay out of it (/dev/null: an empty file); the checks below name their own.
+env.update(LOOM_CONF_FILE="/dev/null", NCCL_CONF_FILE="/dev/null")
 
 
 def run(binary, *args, extra=None, expect=0):
@@ -111,6 +114,35 @@ elif rows["LOOM_NCHANNELS"]["value"] != "3" or rows["LOOM_NCHANNELS"]["source"] 
 plain, _ = run(info, extra={"LOOM_NCHANNELS": "3"})
 if "LOOM_NCHANNELS=3" not in plain.stdout:
     failures.append("loom-info does not show a setting taken from the environment")
+
+# Settings files: a value from loom.conf or NCCL's file names the file and line as its source; a bad line
+# of loom.conf is named on stderr, with exit status 1, after the report.
+with tempfile.TemporaryDirectory() as conf_dir:
+    loom_conf, nccl_conf = os.path.join(conf_dir, "loom.conf"), os.path.join(conf_dir, "nccl.conf")
+    with open(loom_conf, "w") as f:
+        f.write("# mine\nLOOM_NCHANNELS=5\n")
+    with open(nccl_conf, "w") as f:
+        f.write("NCCL_SOCKET_IFNAME=lo\nNCCL_NCHANNELS=9\n")
+    files = {"LOOM_CONF_FILE": loom_conf, "NCCL_CONF_FILE": nccl_conf}
+    listed, _ = run(info, "--settings", "--json", extra=files)
+    rows = {row["name"]: row for row in json.loads(listed.stdout or "[]")}
+    if rows.get("LOOM_NCHANNELS", {}).get("source") != f"{loom_conf}:2" or rows["LOOM_NCHANNELS"]["value"] != "5":
+        failures.append(f"--settings with LOOM_CONF_FILE: {rows.get('LOOM_NCHANNELS')}")
+    if rows.get("LOOM_SOCKET_IFNAME", {}).get("source") != f"{nccl_conf}:1 (NCCL_SOCKET_IFNAME)":
+        failures.append(f"--settings with NCCL_CONF_FILE: {rows.get('LOOM_SOCKET_IFNAME')}")
+    text, _ = run(info, "--settings", extra=files)
+    if f"{loom_conf}:2" not in text.stdout or f"{loom_conf}  LOOM_* names, named by LOOM_CONF_FILE: 1 value(s)" \
+            not in text.stdout:
+        failures.append(f"--settings does not show the file:\n{text.stdout[-1500:]}")
+    plain, _ = run(info, "--no-network", extra=files)
+    found = next((line for line in plain.stdout.splitlines() if line.startswith("Settings files: ")), "")
+    if f"LOOM_NCHANNELS=5 ({loom_conf}:2)" not in plain.stdout or loom_conf not in found or nccl_conf not in found:
+        failures.append(f"loom-info does not show a setting from a file:\n{plain.stdout[-1500:]}")
+    with open(loom_conf, "a") as f:
+        f.write("LOOM_NCHANNELS=99\n")
+    bad, _ = run(info, "--settings", extra=files, expect=1)
+    if f"loom-info: {loom_conf}:3: LOOM_NCHANNELS=99 is out of range" not in bad.stderr or "LOOM_NCHANNELS" not in bad.stdout:
+        failures.append(f"a bad line of loom.conf: {bad.stderr!r}")
 
 # Real machines' files: the rings for one rank per GPU are loom-topo's.
 checked = 0

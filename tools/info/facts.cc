@@ -10,6 +10,7 @@
 #include "algorithms/collective_words.h"
 #include "algorithms/registry.h"
 #include "base/settings.h"
+#include "base/settings_files.h"
 #include "core/build_info.h"
 #include "device/device_layer.h"
 #include "topology/calibration.h"
@@ -184,6 +185,21 @@ json settingsFacts() {
   return all;
 }
 
+json settingsFilesFacts() {
+  json all = json::array();
+  for (const SettingsFile& file : settingsFiles()) {
+    size_t values = 0;  // lines NAME=VALUE with a value
+    for (const ConfEntry& e : file.conf.entries) values += !e.value.empty();
+    all.push_back({{"path", file.location.path},
+                   {"holds", file.location.kind == SettingsFileKind::Loom ? "LOOM_*" : "NCCL_*"},
+                   {"named_by", file.location.namedBy},
+                   {"found", file.exists},
+                   {"values", values},
+                   {"error", file.readError.message()}});
+  }
+  return all;
+}
+
 Status gatherFacts(const Request& request, json* out) {
   json doc;
   doc["loom"] = buildFacts();
@@ -209,6 +225,7 @@ Status gatherFacts(const Request& request, json* out) {
   doc["providers"] = providerFacts();
   if (request.network) doc["network"] = networkFacts();
   doc["settings"] = settingsFacts();
+  doc["settings_files"] = settingsFilesFacts();
   *out = std::move(doc);
   return Status::Ok();
 }

@@ -2,14 +2,30 @@
 // as `ucx_info` and `ompi_info` say it for theirs. Needs no GPU and no network.
 //   loom-info [--ranks N] [--json] [--no-network]
 //   loom-info --settings [--json]
-// Exit status 1 when the topology cannot be read (a LOOM_TOPO_FILE that is missing or malformed).
+// Exit status 1 when the topology cannot be read (a LOOM_TOPO_FILE that is missing or malformed), or
+// when Loom's settings files have a bad line (each is named on stderr, after the report).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <vector>
 
+#include "base/settings.h"
 #include "facts.h"
 #include "render.h"
+
+namespace {
+
+// Each bad line of Loom's settings files, on stderr (a communicator would not start): exit status 1.
+int reportSettingsFileProblems() {
+  const std::vector<std::string> problems = loom::settingsFileProblems();
+  std::cout.flush();  // after the report, also where both go to one pipe
+  for (const std::string& problem : problems) std::fprintf(stderr, "loom-info: %s\n", problem.c_str());
+  return problems.empty() ? 0 : 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Show what this Loom was built with, what it finds on this machine (GPUs, NICs, NUMA nodes, "
@@ -27,8 +43,9 @@ int main(int argc, char** argv) {
 
   if (settingsOnly) {
     const nlohmann::ordered_json settings = loom::info_tool::settingsFacts();
-    std::cout << (json ? settings.dump(2) + "\n" : loom::info_tool::renderSettings(settings));
-    return 0;
+    std::cout << (json ? settings.dump(2) + "\n"
+                       : loom::info_tool::renderSettings(settings, loom::info_tool::settingsFilesFacts()));
+    return reportSettingsFileProblems();
   }
   nlohmann::ordered_json facts;
   const loom::Status gathered = loom::info_tool::gatherFacts(request, &facts);
@@ -37,5 +54,5 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << (json ? facts.dump(2) + "\n" : loom::info_tool::renderFacts(facts));
-  return 0;
+  return reportSettingsFileProblems();
 }

@@ -153,14 +153,38 @@ std::string renderFacts(const json& facts) {
   line(&out, "Cache: {}", orNone(facts["cache_dir"].get<std::string>()));
   int changed = 0;
   for (const json& s : facts["settings"]) changed += s["source"] != "default";
-  line(&out, "Settings: {} of {} set in the environment (loom-info --settings lists them all)", changed,
-       facts["settings"].size());
+  line(&out, "Settings: {} of {} set in the environment or a settings file (loom-info --settings lists them all)",
+       changed, facts["settings"].size());
   for (const json& s : facts["settings"])
-    if (s["source"] != "default") line(&out, "  {}={}", s["name"].get<std::string>(), s["value"].get<std::string>());
+    if (s["source"] != "default")
+      line(&out, "  {}={} ({})", s["name"].get<std::string>(), s["value"].get<std::string>(),
+           s["source"].get<std::string>());
+  std::string found;
+  for (const json& f : facts["settings_files"])
+    if (f["found"].get<bool>()) found += (found.empty() ? "" : ", ") + f["path"].get<std::string>();
+  line(&out, "Settings files: {}", found.empty() ? "none found" : found);
   return out;
 }
 
-std::string renderSettings(const json& settings) {
+namespace {
+
+std::string renderSettingsFiles(const json& files) {
+  std::string out;
+  line(&out, "");
+  line(&out, "Settings files, below the environment, the first listed winning over the later:");
+  for (const json& f : files) {
+    const std::string named = f["named_by"].get<std::string>();
+    std::string state = f["error"].get<std::string>();
+    if (state.empty()) state = f["found"].get<bool>() ? fmt::format("{} value(s)", f["values"].get<size_t>()) : "absent";
+    line(&out, "  {}  {} names{}: {}", f["path"].get<std::string>(), f["holds"].get<std::string>(),
+         named.empty() ? "" : ", named by " + named, state);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string renderSettings(const json& settings, const json& files) {
   std::string out;
   size_t width = 0;
   for (const json& s : settings) width = std::max(width, s["name"].get<std::string>().size());
@@ -170,7 +194,7 @@ std::string renderSettings(const json& settings) {
     line(&out, "{:<{}}  {:<12} {:<12} {:<12} {}", s["name"].get<std::string>(), width, value.empty() ? "-" : value,
          deflt.empty() ? "-" : deflt, s["source"].get<std::string>(), s["meaning"].get<std::string>());
   }
-  return out;
+  return out + renderSettingsFiles(files);
 }
 
 }  // namespace loom::info_tool

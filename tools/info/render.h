@@ -8,6 +8,7 @@
 namespace loom::info_tool {
 
 std::string renderFacts(const nlohmann::ordered_json& facts);
-std::string renderSettings(const nlohmann::ordered_json& settings);
+// --settings: the settings (settingsFacts), then the settings files looked for (settingsFilesFacts).
+std::string renderSettings(const nlohmann::ordered_json& settings, const nlohmann::ordered_json& files);
 
 }  // namespace loom::info_tool

@@ -16,8 +16,11 @@ namespace {
 
 const SettingSpec* specOf(loomParamHandle_t h) { return reinterpret_cast<const SettingSpec*>(h); }
 
+// The handle's setting, once the settings files are known good: a value read past a bad line of them
+// could differ from what the user wrote, so every read fails as communicator init does.
 Status bound(loomParamHandle_t h, const char* call, const SettingSpec** out) {
   if (!h) return invalidArgument("{}: the handle is NULL (bind one with loomParamBind)", call);
+  LOOM_TRY(checkSettingsFiles().withContext(call));
   *out = specOf(h);
   return Status::Ok();
 }
@@ -105,6 +108,7 @@ LOOM_API loomResult_t loomParamGetParameter(const char* key, const char** value,
     if (!key || !value) return invalidArgument("loomParamGetParameter: {} is NULL", key ? "value" : "key");
     const SettingSpec* spec = findSetting(key);
     if (!spec) return invalidArgument("loomParamGetParameter: no setting named {}", key);
+    LOOM_TRY(checkSettingsFiles().withContext("loomParamGetParameter"));
     thread_local std::string text;
     text = textOf(*spec);
     *value = text.c_str();
@@ -127,10 +131,12 @@ LOOM_API loomResult_t loomParamGetAllParameterKeys(const char*** table, int* tab
 
 LOOM_API void loomParamDumpAll(void) {
   const bool logging = logEnabled(LogLevel::Info, LogSubsys::Init);
-  for (const SettingSpec& spec : allSettings()) {
-    const std::string line =
-        fmt::format("{}={} ({}; default {})", spec.name, textOf(spec), settingSource(spec.id),
-                    *spec.defaultText ? spec.defaultText : "unset");
+  std::vector<std::string> lines;
+  for (const SettingSpec& spec : allSettings())
+    lines.push_back(fmt::format("{}={} ({}; default {})", spec.name, textOf(spec), settingSource(spec.id),
+                                *spec.defaultText ? spec.defaultText : "unset"));
+  for (const std::string& problem : settingsFileProblems()) lines.push_back("settings file: " + problem);
+  for (const std::string& line : lines) {
     if (logging)
       LOOM_INFO(Init, "{}", line);
     else

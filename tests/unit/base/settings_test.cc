@@ -21,14 +21,15 @@
 #include "base/log.h"
 #include "base/nccl_values.h"
 #include "base/settings.h"
+#include "base/settings_files.h"
 #include "core/communicator.h"
 #include "loom.h"
 #include "transport/net/gdr_choice.h"
 #include "transport/net/socket/socket_provider.h"
 #ifdef LOOM_HAVE_IBVERBS
 #include "transport/net/ib/ib_config.h"
-#include "../../api/scoped_env.h"
 #endif
+#include "../../api/scoped_env.h"
 
 namespace loom {
 namespace {
@@ -296,6 +297,16 @@ TEST(SettingsTable, IntegerSyntax) {
 const bool ncclVariablesCleared = [] {
   for (const SettingSpec& spec : allSettings())
     if (spec.ncclUse != NcclUse::None) unsetenv(spec.nccl);
+  return true;
+}();
+
+// Nor do the machine's settings files count: the user's are named away (/dev/null is an empty file),
+// the system's looked for where there are none. Tests of the files read their own
+// (settings_files_test.cc).
+const bool settingsFilesLeftOut = [] {
+  setenv("LOOM_CONF_FILE", "/dev/null", 1);
+  setenv("NCCL_CONF_FILE", "/dev/null", 1);
+  rereadSettingsFiles("/nonexistent-loom-dir");
   return true;
 }();
 

@@ -58,6 +58,8 @@ std::string nowhere(const char* file) { return std::string("/nonexistent-loom-di
 // Every text setting: a bad value and its outcome, or why it has none.
 std::map<std::string, TextCase> cases() {
   std::map<std::string, TextCase> c;
+  c["LOOM_CONF_FILE"] = {nowhere("loom.conf"), {}, Action::OneRank,
+                         "LOOM_CONF_FILE=/nonexistent-loom-dir/loom.conf: no such file"};
   c["LOOM_COMM_ID"] = {"no-port-here", {}, Action::UniqueId, "LOOM_COMM_ID"};
   c["LOOM_TRACE_FILE"] = {nowhere("trace.json"), {}, Action::OneRank, "LOOM_TRACE_FILE: cannot write"};
   c["LOOM_GRAPH_DUMP_FILE"] = {nowhere("graph.json"), {}, Action::OneRank, "cannot write LOOM_GRAPH_DUMP_FILE="};
@@ -124,8 +126,8 @@ TEST_P(TextSetting, BadValue) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, TextSetting,
-                         ::testing::Values("LOOM_COMM_ID", "LOOM_TRACE_FILE", "LOOM_GRAPH_DUMP_FILE",
-                                           "LOOM_TOPO_DUMP_FILE", "LOOM_TOPO_FILE", "LOOM_TOPO_GPU",
+                         ::testing::Values("LOOM_CONF_FILE", "LOOM_COMM_ID", "LOOM_TRACE_FILE",
+                                           "LOOM_GRAPH_DUMP_FILE", "LOOM_TOPO_DUMP_FILE", "LOOM_TOPO_FILE", "LOOM_TOPO_GPU",
                                            "LOOM_CALIBRATION_FILE", "LOOM_CACHE_DIR", "LOOM_SOCKET_IFNAME", "LOOM_NET",
                                            "LOOM_NET_PLUGIN", "LOOM_IBVERBS_LIB", "LOOM_DEBUG_SUBSYS", "LOOM_IB_HCA",
                                            "LOOM_ALGO"),
