@@ -39,7 +39,11 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
     LOOM_TRY(checkSetting(checked));
   // LOOM_ALGO's rules are text the table cannot check: their parser refuses a bad piece, naming it.
   const std::string algo = settingText(Setting::Algo);
-  LOOM_TRY(AlgorithmRules::parse(algo, &s.algorithmRules).withContext(fmt::format("{}={}", specOf(Setting::Algo).name, algo)));
+  // A value from a settings file is named by its file and line, as the file's other bad lines are.
+  const std::string from = settingSource(Setting::Algo);
+  const std::string named = fmt::format("{}={}", specOf(Setting::Algo).name, algo);
+  LOOM_TRY(AlgorithmRules::parse(algo, &s.algorithmRules)
+               .withContext(from == "environment" || from == "default" ? named : from + ": " + named));
   for (Setting used : {Setting::TimeoutMs, Setting::ChunkBytes, Setting::NChannels, Setting::FifoSlots,
                        Setting::Transport, Setting::Check, Setting::Algo, Setting::RanksPerNode, Setting::Verify,
                        Setting::Net, Setting::SocketIfname, Setting::NetDirect})

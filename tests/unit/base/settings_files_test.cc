@@ -298,7 +298,7 @@ TEST_F(SettingsFilesTest, NcclsFilesSpeakNcclsNames) {
                                           "FI_PROVIDER=efa\n"        // another program's variable
                                           "this is not a setting\n"));
   reread();
-  EXPECT_EQ(settingChoice(Setting::Algo), "ring");
+  EXPECT_EQ(settingText(Setting::Algo), "ring");
   EXPECT_EQ(sourceOf(Setting::Algo), dir() + "/named/nccl.conf:1 (NCCL_ALGO)");
   EXPECT_FALSE(settingIsSet(Setting::DeviceLlBytes));
   EXPECT_FALSE(settingIsSet(Setting::IbTc));
@@ -326,7 +326,7 @@ TEST_F(SettingsFilesTest, BadLinesAreNamedByFileAndLine) {
                                  "LOOM_CONF_FILE=other.conf\n" // 7: environment only
                                  "LOOM_LIBRARY=libloom.so\n"   // 8: environment only
                                  "LOOM_FIFO_SLOTS=99\n"        // 9: out of range
-                                 "LOOM_ALGO=zigzag\n"          // 10: not a choice
+                                 "LOOM_TRANSPORT=pigeon\n"     // 10: not a choice
                                  "LOOM_SPIN_US=-1\n"           // 11: a Fallback setting: an error in a file too
                                  "LOOM_TOPO_FILE=\n");         // 12: empty, sets nothing
   ScopedEnv loom("LOOM_CONF_FILE", conf);
@@ -340,7 +340,7 @@ TEST_F(SettingsFilesTest, BadLinesAreNamedByFileAndLine) {
       conf + ":7: LOOM_CONF_FILE is read from the environment only: it names the file",
       conf + ":8: LOOM_LIBRARY is read from the environment only: the Python package reads it before it loads Loom",
       conf + ":9: LOOM_FIFO_SLOTS=99 is out of range: LOOM_FIFO_SLOTS allows 2..16",
-      conf + ":10: LOOM_ALGO=zigzag is not one of the allowed values: LOOM_ALGO allows one of ring,tree,direct,oneshot,hier",
+      conf + ":10: LOOM_TRANSPORT=pigeon is not one of the allowed values: LOOM_TRANSPORT allows one of shm,net,socket",
       conf + ":11: LOOM_SPIN_US=-1 is out of range: LOOM_SPIN_US allows 0..",
   };
   EXPECT_EQ(problems, expected);
