@@ -18,5 +18,5 @@ mkdir -p "$out/corpus"
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -Iinclude -Isrc tests/fuzz/bootstrap_fuzz.cc \
   src/bootstrap/wire.cc src/bootstrap/unique_id.cc src/bootstrap/root.cc \
-  src/base/socket.cc src/base/env.cc src/base/log.cc src/base/settings.cc src/base/nccl_values.cc -lfmt -lpthread -o "$out/bootstrap_fuzz"
+  src/base/socket.cc src/base/env.cc src/base/log.cc src/base/settings.cc src/base/settings_files.cc src/base/conf_file.cc src/base/nccl_values.cc -lfmt -lpthread -o "$out/bootstrap_fuzz"
 "$out/bootstrap_fuzz" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="$out/" "$out/corpus" 2>&1 | tail -n 12
