@@ -4,11 +4,14 @@
  * headers), ncclGroupSimulateEnd, ncclCommShrink and ncclCommRevoke, and bad arguments, on host memory, each result checked element by element. Built against
  * each NVIDIA header found (an older header's smaller ncclConfig_t must work as well).
  *
- *   nccl_client threads|processes|initall NRANKS
+ *   nccl_client threads|processes|initall|grouped NRANKS
  *
  * Ranks are threads of this process or forked processes (the unique id made before the fork); with
  * `initall`, ncclCommInitAll makes every rank's communicator and one thread drives them all, each
- * call of a rank inside ncclGroupStart/End as NCCL programs do. Exit status 0 when every rank passed. */
+ * call of a rank inside ncclGroupStart/End as NCCL programs do; `grouped` makes them as nccl-tests
+ * does by default: one thread calls ncclCommInitRank (and ncclCommInitRankConfig, its config gone
+ * before the group ends) for every rank inside one ncclGroupStart/End. Exit status 0 when every rank
+ * passed. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <nccl.h>
@@ -311,12 +314,11 @@ static int run(struct rank_args* a) {
   return failed;
 }
 
-/* One thread, every rank's communicator from ncclCommInitAll. */
-static int run_init_all(int n) {
+/* One thread drives every rank's communicator: an all-reduce and a broadcast, each a group. */
+static int drive_all(ncclComm_t* comms, int n) {
   struct rank_args args = {.rank = 0, .nranks = n}, *a = &args;
-  ncclComm_t comms[64], comm = NULL;
-  CHECK(ncclCommInitAll(comms, n, NULL));
-  int send[64][COUNT], recv[64][COUNT];
+  ncclComm_t comm = NULL;
+  static int send[64][COUNT], recv[64][COUNT];
   for (int r = 0; r < n; ++r)
     for (int i = 0; i < COUNT; ++i) send[r][i] = value(r, i);
   CHECK(ncclGroupStart());
@@ -341,6 +343,38 @@ static int run_init_all(int n) {
   return 0;
 }
 
+/* One thread, every rank's communicator from ncclCommInitAll. */
+static int run_init_all(int n) {
+  struct rank_args args = {.rank = 0, .nranks = n}, *a = &args;
+  ncclComm_t comms[64], comm = NULL;
+  CHECK(ncclCommInitAll(comms, n, NULL));
+  return drive_all(comms, n);
+}
+
+/* One thread, every rank's ncclCommInitRank inside one group (nccl-tests' default init): the inits
+ * wait for each other, so they can only complete together, at ncclGroupEnd. Rank 0 passes a config
+ * whose storage (and name) is gone by then. */
+static int run_grouped(int n) {
+  struct rank_args args = {.rank = 0, .nranks = n}, *a = &args;
+  ncclComm_t comms[64], comm = NULL;
+  ncclUniqueId id;
+  CHECK(ncclGetUniqueId(&id));
+  CHECK(ncclGroupStart());
+  {
+    char name[32];
+    snprintf(name, sizeof name, "grouped-%d", n);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.commName = name;
+    CHECK(ncclCommInitRankConfig(&comms[0], n, id, 0, &config));
+    memset(name, 'x', sizeof name - 1);
+    memset(&config, 0xff, sizeof config);
+  }
+  for (int r = 1; r < n; ++r) CHECK(ncclCommInitRank(&comms[r], n, id, r));
+  CHECK(ncclGroupEnd());
+  for (int r = 0; r < n; ++r) EXPECT(comms[r] != NULL, "rank %d has no communicator after ncclGroupEnd", r);
+  return drive_all(comms, n);
+}
+
 static void* thread_main(void* p) {
   struct rank_args* a = p;
   a->failed = run(a);
@@ -351,12 +385,18 @@ int main(int argc, char** argv) {
   const int processes = argc > 1 && strcmp(argv[1], "processes") == 0;
   const int nranks = argc > 2 ? atoi(argv[2]) : 2;
   if (argc < 3 || nranks < 1 || nranks > 64) {
-    fprintf(stderr, "usage: %s threads|processes|initall NRANKS\n", argv[0]);
+    fprintf(stderr, "usage: %s threads|processes|initall|grouped NRANKS\n", argv[0]);
     return 2;
   }
   if (strcmp(argv[1], "initall") == 0) {
     const int failed = run_init_all(nranks);
     printf("%s: %d ranks from ncclCommInitAll, one thread: %s\n", argv[0], nranks, failed ? "FAILED" : "passed");
+    return failed;
+  }
+  if (strcmp(argv[1], "grouped") == 0) {
+    const int failed = run_grouped(nranks);
+    printf("%s: %d ranks from grouped ncclCommInitRank, one thread: %s\n", argv[0], nranks,
+           failed ? "FAILED" : "passed");
     return failed;
   }
   ncclUniqueId id;

@@ -1,6 +1,9 @@
 // C API: versions, errors, communicator lifecycle and queries, custom reduction operators.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -9,6 +12,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/api/api_result.h"
 #include "core/communicator.h"
+#include "core/run/group.h"
 #include "device/device_layer.h"
 
 using namespace loom;
@@ -45,6 +49,34 @@ constexpr int64_t kNetGoodbyeMs = 2000;
 Status initRank(loomComm_t* out, int nranks, const loomUniqueId& id, int rank, const loomConfig_t* config,
                 int cudaDevice) {
   return createCommunicator(out, nranks, id, rank, config, cudaDevice);
+}
+
+// loomCommInitRank(Config) inside a group: the communicator is created at the group's outermost end
+// (group.h, deferToGroupEnd), on the CUDA device current now, from a copy of the config (the caller's
+// may be gone by then); *out is NULL until that end.
+Status deferInitRank(const char* api, loomComm_t* out, int nranks, const loomUniqueId& id, int rank,
+                     const loomConfig_t* config) {
+  if (!out) return invalidArgument("{}: comm is NULL", api);
+  *out = nullptr;
+  struct Deferred {
+    bool hasConfig = false;
+    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+    std::string name;
+  };
+  auto copy = std::make_shared<Deferred>();
+  if (config) {
+    if (config->magic != LOOM_CONFIG_MAGIC || config->size < offsetof(loomConfig_t, timeoutMs))
+      return invalidArgument("{}: config was not initialised with LOOM_CONFIG_INITIALIZER", api);
+    std::memcpy(&copy->config, config, std::min(config->size, sizeof copy->config));
+    if (config->commName) copy->name = config->commName;
+    copy->hasConfig = true;
+  }
+  const int device = device::cudaUsable() ? device::activeDevice() : -1;
+  deferToGroupEnd([=]() {
+    if (copy->hasConfig && !copy->name.empty()) copy->config.commName = copy->name.c_str();
+    return initRank(out, nranks, id, rank, copy->hasConfig ? &copy->config : nullptr, device);
+  });
+  return Status::Ok();
 }
 
 }  // namespace
@@ -115,12 +147,18 @@ LOOM_API loomResult_t loomGetUniqueId(loomUniqueId* uniqueId) {
 }
 
 LOOM_API loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId, int rank) {
-  return apiCall(nullptr, [&] { return initRank(comm, nranks, commId, rank, nullptr, -1); });
+  return apiCall(nullptr, [&] {
+    if (inGroup()) return deferInitRank("loomCommInitRank", comm, nranks, commId, rank, nullptr);
+    return initRank(comm, nranks, commId, rank, nullptr, -1);
+  });
 }
 
 LOOM_API loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId commId, int rank,
                                              loomConfig_t* config) {
-  return apiCall(nullptr, [&] { return initRank(comm, nranks, commId, rank, config, -1); });
+  return apiCall(nullptr, [&] {
+    if (inGroup()) return deferInitRank("loomCommInitRankConfig", comm, nranks, commId, rank, config);
+    return initRank(comm, nranks, commId, rank, config, -1);
+  });
 }
 
 LOOM_API loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist) {

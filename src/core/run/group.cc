@@ -5,12 +5,14 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "base/datatype.h"
 #include "base/thread_scratch.h"
 #include "core/run/async_engine.h"
 #include "core/communicator.h"
+#include "core/job_setup.h"
 #include "core/run/executor.h"
 #include "core/run/planner.h"
 #include "core/observe/signature_check.h"
@@ -22,6 +24,7 @@ namespace {
 struct GroupState {
   int depth = 0;
   std::vector<Operation> ops;
+  std::vector<std::function<Status()>> inits;  // deferToGroupEnd's
 };
 thread_local GroupState tlsGroup;
 
@@ -261,6 +264,14 @@ Status settleKernelRoutes(const std::vector<Operation>& ops, Routing* r) {
     pending.emplace_back(dev, r->where[i].kernelGpu);
   }
   if (!pending.empty()) LOOM_TRY(device::setUpPlanKernels(pending));
+  for (const auto& setUp : pending) {
+    if (setUp.first->planKernelSetup() != device::PlanKernelSetup::Ready) continue;
+    for (const Operation& op : ops)
+      if (op.comm->device.get() == setUp.first) {
+        adoptDeviceFabric(op.comm);
+        break;
+      }
+  }
   for (size_t i = 0; i < ops.size(); ++i) {
     if (r->route[i] != Route::Kernel) continue;
     const device::CommDevice& dev = *ops[i].comm->device;
@@ -469,6 +480,33 @@ Status submitOperation(const Operation& op) {
   return st;
 }
 
+bool inGroup() { return tlsGroup.depth > 0; }
+
+void deferToGroupEnd(std::function<Status()> init) { tlsGroup.inits.push_back(std::move(init)); }
+
+namespace {
+
+// The outermost end's first part: the group's deferred inits, each on a thread (each waits for its
+// job's other ranks, some of which may be the others).
+Status runDeferredInits() {
+  std::vector<std::function<Status()>> inits;
+  inits.swap(tlsGroup.inits);
+  if (inits.empty()) return Status::Ok();
+  std::vector<Status> results(inits.size());
+  if (inits.size() == 1) {
+    results[0] = inits[0]();
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < inits.size(); ++i) threads.emplace_back([&, i] { results[i] = inits[i](); });
+    for (std::thread& t : threads) t.join();
+  }
+  for (const Status& st : results)
+    if (!st.ok()) return st;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status groupStart() {
   ++tlsGroup.depth;
   return Status::Ok();
@@ -477,6 +515,10 @@ Status groupStart() {
 Status groupEnd() {
   if (tlsGroup.depth == 0) return errorStatus(loomInvalidUsage, "loomGroupEnd without loomGroupStart");
   if (--tlsGroup.depth > 0) return Status::Ok();
+  if (Status inits = runDeferredInits(); !inits.ok()) {
+    tlsGroup.ops.clear();  // the group's operations do not run after a failed init
+    return inits;
+  }
   std::vector<Operation> ops;
   ops.swap(tlsGroup.ops);
   if (ops.empty()) return Status::Ok();
@@ -489,6 +531,10 @@ Status groupSimulateEnd(double* estimatedUs) {
   *estimatedUs = 0;
   // An inner end closes its level only, as loomGroupEnd does: the outermost end decides.
   if (--tlsGroup.depth > 0) return Status::Ok();
+  if (Status inits = runDeferredInits(); !inits.ok()) {  // communicators are made, not simulated
+    tlsGroup.ops.clear();
+    return inits;
+  }
   std::vector<Operation> ops;
   ops.swap(tlsGroup.ops);  // nothing runs: the group's operations are dropped once timed
   if (ops.empty()) return Status::Ok();
