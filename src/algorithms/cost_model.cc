@@ -232,8 +232,10 @@ Status CostModel::lowerBound(Algorithm algo, const PlanRequest& req, double* us)
   rr.count = std::min(req.count, exactLimit(algo, req));
   Plan plan;
   LOOM_TRY(buildPlan(algo, rr, &plan));
+  // A rank's steps run one after another, or, where its lanes run side by side, its longest lane's.
   uint64_t steps = 0;
-  for (const Lane& lane : plan.lanes) steps += lane.steps.size();
+  for (const Lane& lane : plan.lanes)
+    steps = machine_.lanesInParallel ? std::max<uint64_t>(steps, lane.steps.size()) : steps + lane.steps.size();
   *us = static_cast<double>(steps) * machine_.stepUs + machine_.launchUs;
   return Status::Ok();
 }

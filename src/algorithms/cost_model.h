@@ -41,7 +41,8 @@ class CostModel {
   Status predict(Algorithm algo, const PlanRequest& req, double* us);
 
   // A cheap lower bound on predict(): rank 0's steps at stepUs each (its engine runs them one at a
-  // time). Fails like the builder when algo cannot serve req.
+  // time; its longest lane's, where lanes run in parallel). Fails like the builder when algo cannot
+  // serve req.
   Status lowerBound(Algorithm algo, const PlanRequest& req, double* us);
 
   // Simulation of exactly req.count, without scaling (symmetry still applies). For tests and tools.

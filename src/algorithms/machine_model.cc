@@ -1,6 +1,8 @@
 #include "algorithms/machine_model.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "topology/graph.h"
 #include "topology/job_topology.h"
@@ -65,7 +67,15 @@ double pathLatencyUs(PathType type) {
   return 5.7;
 }
 
-MachineModel jobMachine(const JobTopology& job, MemorySide side) {
+int ranksPerGpu(const JobTopology& job) {
+  std::map<std::pair<uint64_t, int32_t>, int> onGpu;
+  int most = 1;
+  for (const RankPlacement& p : job.placements)
+    if (p.gpu >= 0) most = std::max(most, ++onGpu[{p.hostHash, p.gpu}]);
+  return most;
+}
+
+MachineModel jobMachine(const JobTopology& job, MemorySide side, const GpuSharing& sharing) {
   const int ranksPerNode = job.hosts() > 1 ? job.ranksPerHost : 0;
   MachineModel m = side == MemorySide::Host ? hostMemoryMachine(job.nranks, ranksPerNode)
                                             : defaultMachine(job.nranks, ranksPerNode);
@@ -73,9 +83,17 @@ MachineModel jobMachine(const JobTopology& job, MemorySide side) {
     if (job.copyGbs > 0) m.copyGbs = m.intraGbs = job.copyGbs;
   } else {
     if (job.ringGbs > 0) m.intraGbs = job.ringGbs;
+    // Ranks on one GPU move their bytes through its memory: its copy rate, shared. (With one GPU the
+    // ring search finds no ring bandwidth, and the default fabric would be far too slow.)
+    if (const int ranks = sharing.ranksPerGpu > 0 ? sharing.ranksPerGpu : ranksPerGpu(job); ranks > 1) {
+      const double shared = (sharing.copyGbs > 0 ? sharing.copyGbs : kGpuCopyGbsUnknown) / ranks;
+      m.intraGbs = job.ringGbs > 0 ? std::min(m.intraGbs, shared) : shared;
+    }
     m.intraLatencyUs = pathLatencyUs(job.worstPath);
     m.netLatencyUs = pathLatencyUs(PathType::Net);
     m.launchUs = kDeviceLaunchUs;
+    m.lanesInParallel = true;
+    m.copyGbs = kDeviceLaneGbs;
   }
   if (job.hosts() > 1) {
     m.nicsPerNode = std::max(1, job.nicsPerHost);

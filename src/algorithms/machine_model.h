@@ -9,6 +9,7 @@
 
 #include "base/settings.h"
 #include "base/status.h"
+#include "base/tools_api.h"
 #include "topology/graph.h"
 
 namespace loom {
@@ -29,6 +30,10 @@ struct MachineModel {
   double netLatencyUs = 10.0;    // one message between nodes
   double stepUs = 0.2;           // executor time per step; a rank's steps run one at a time
   double copyGbs = 0.0;          // a rank's rate for the bytes of each step it executes; 0: free
+  // Whether a rank's lanes run their steps side by side: false, one step of the rank at a time (a CPU
+  // rank's executor thread); true, each lane on its own (on a GPU a lane is a thread block), copyGbs and
+  // stepUs then being one lane's rate and cost per step, and the rank's port (intraGbs) their sum's cap.
+  bool lanesInParallel = false;
   // Once per operation, before any rank's first step: a kernel launch and its start on the GPU, with
   // the host's work per call (device memory); 0 for host memory, whose per-call cost is in stepUs.
   double launchUs = 0.0;
@@ -71,9 +76,29 @@ enum class MemorySide { Host, Device };
 // - Host: hostMemoryMachine's shape with the job's measured copy rate (topology/calibration.h) as copy
 //   and intra-node rate, and across hosts the hosts' NICs (count, and speed where the topology knows it).
 // - Device: the GPU fabric: intra-node rate = the host rings' bus bandwidth, latency per hop from the
-//   worst path class between ring neighbours, the NICs across hosts.
+//   worst path class between ring neighbours, the NICs across hosts; lanes in parallel, each at a
+//   plan kernel's lane rate (kDeviceLaneGbs). Ranks that share a GPU share its copy rate: the GPU's
+//   rate (`sharing.copyGbs`, which a communicator's plan-kernel setup measures; 0 unknown:
+//   kGpuCopyGbsUnknown) divided among the most ranks on one GPU (`sharing.ranksPerGpu`, which that
+//   setup knows from the CUDA devices; 0: ranksPerGpu(job), from the host graph) caps the rate.
 // Nodes are the job's hosts when they hold equal contiguous blocks of ranks (else one node).
-MachineModel jobMachine(const JobTopology& job, MemorySide side);
+struct GpuSharing {
+  double copyGbs = 0;   // the shared GPU's device-to-device copy rate, GB/s; 0 unknown
+  int ranksPerGpu = 0;  // the most ranks on one GPU; 0 unknown
+};
+LOOM_TOOLS_API MachineModel jobMachine(const JobTopology& job, MemorySide side, const GpuSharing& sharing = {});
+
+// A plan kernel's lane (one 512-thread block) copies at about 30 GB/s, measured on the first GPU run (one
+// H100, docs/PERFORMANCE.md, "GPU"); NCCL's channels move 20-30 GB/s each over NVLink, which is why
+// both split large operations over 16-32 of them. The copy rate assumed for a GPU whose rate was not
+// measured is that run's device-to-device copy (1508 GB/s). The model's cost per step stays the lean
+// protocol's (stepUs's default), not the 9 us today's FIFO handshake was measured at: the tuner
+// chooses for the protocol as it is meant to run.
+inline constexpr double kDeviceLaneGbs = 30.0;
+inline constexpr double kGpuCopyGbsUnknown = 1508.0;
+
+// The most ranks of the job placed on one GPU (same host, same GPU of its graph); 1 when none share.
+LOOM_TOOLS_API int ranksPerGpu(const JobTopology& job);
 
 // One message's latency over a path of this class, in microseconds: NCCL's per-hop ring latencies of its
 // Simple protocol (NVLink 3.4, PCIe 5.7, network 14), and 1 for a GPU to itself.

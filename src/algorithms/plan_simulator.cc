@@ -41,7 +41,9 @@ class Simulator {
 
   Status run(SimulationResult* result) {
     LOOM_TRY(flatten());
-    std::vector<double> engine(g_, 0.0), engineLoad(g_, 0.0);
+    // An engine per rank, or per lane where a rank's lanes run side by side (a GPU's blocks).
+    const size_t engines = m_.lanesInParallel ? lanes_.size() : static_cast<size_t>(g_);
+    std::vector<double> engine(engines, 0.0), engineLoad(engines, 0.0);
     const bool engineCost = m_.stepUs > 0 || m_.copyGbs > 0;
     for (size_t id = 0; id < lanes_.size(); ++id) schedule(static_cast<int>(id));
     double finish = 0;
@@ -55,9 +57,10 @@ class Simulator {
       double end = start;
       if (engineCost) {
         const double work = m_.stepUs + transferUs(step.bytes, m_.copyGbs);
-        end = std::max(start, engine[lane.rank]) + work;
-        engine[lane.rank] = end;
-        engineLoad[lane.rank] += work;
+        const size_t e = m_.lanesInParallel ? static_cast<size_t>(ev.lane) : static_cast<size_t>(lane.rank);
+        end = std::max(start, engine[e]) + work;
+        engine[e] = end;
+        engineLoad[e] += work;
       }
       if (step.in >= 0) {
         Connection& c = conns_[step.in];

@@ -48,6 +48,17 @@ int sizeClass(uint64_t bytes) { return bytes <= 1 ? 0 : std::bit_width(bytes - 1
 Tuner::Tuner(const MachineModel& machine, std::vector<std::vector<int>> rings)
     : cost_(machine), rings_(std::move(rings)) {}
 
+MachineModel Tuner::machine() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cost_.machine();
+}
+
+void Tuner::setMachine(const MachineModel& machine) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cost_ = CostModel(machine);
+  decisions_.clear();
+}
+
 std::vector<Algorithm> Tuner::candidates(const TuneRequest& req, uint64_t count) const {
   // The registry's entries the tuner times for this shape, in its order; judged at the largest chunk
   // (the slot) and one channel, as the search starts.

@@ -64,7 +64,11 @@ class Tuner {
   // The PlanRequest that builds rank `rank`'s plan for req with choice.
   PlanRequest planRequest(const TuneRequest& req, const TuneChoice& choice, int rank) const;
 
-  const MachineModel& machine() const { return cost_.machine(); }
+  // The machine it prices plans on (a copy: setMachine may replace it from another thread).
+  MachineModel machine() const;
+  // Prices plans on `machine` from now on (the device tuner's, refined once plan kernels are set up);
+  // the choices made on the previous one are forgotten.
+  void setMachine(const MachineModel& machine);
 
   // The algorithms the tuner times for req at `count` elements: the registry's entries whose tried()
   // holds, in the registry's order (public for tests and tools).
@@ -78,7 +82,7 @@ class Tuner {
   std::vector<std::vector<int>> ringsFor(Algorithm algo, int nchannels) const;
   Status tune(const TuneRequest& req, uint64_t count, TuneChoice* choice);
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   CostModel cost_;
   std::vector<std::vector<int>> rings_;
   std::map<DecisionKey, TuneChoice> decisions_;

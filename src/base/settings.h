@@ -82,7 +82,7 @@ void logUnreadNcclVariables();
 LOOM_TOOLS_API std::string settingText(Setting s);
 // Integer and Flag settings: the value set (decimal, 0x.., K/M/G) when valid, else the
 // default (a warning says so). `computed`: the default of a "(computed)" setting.
-int64_t settingInt(Setting s);
+LOOM_TOOLS_API int64_t settingInt(Setting s);
 int64_t settingInt(Setting s, int64_t computed);
 // An Integer setting's default in the table, whatever the environment says: what a communicator runs
 // with when nothing is set (the cost model's defaults are these, so that a default prediction times a

@@ -89,7 +89,6 @@ device::CommFacts deviceFacts(loomComm* comm, const std::vector<ProcessIdentity>
   facts.processes = peers;
   facts.nslots = comm->settings.nslots;
   facts.slotBytes = comm->transports->slotBytes();
-  facts.forcedChannels = comm->settings.forcedChannels;
   facts.timeoutMs = comm->settings.timeoutMs;
   facts.fail = [comm](const Status& error) {
     markCommFailed(comm, error, false);

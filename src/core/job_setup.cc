@@ -42,8 +42,11 @@ std::string affinityCpuList() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) != 0) return "";
   std::string list;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) list += (list.empty() ? "" : ",") + std::to_string(c);
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    if (!list.empty()) list += ',';
+    list += std::to_string(c);
+  }
   return list;
 }
 
@@ -123,6 +126,19 @@ Status planMyPartOfHost(const loomComm* comm, const SystemGraph& graph, const st
 
 }  // namespace
 
+MachineModel commMachine(const loomComm& comm, MemorySide side, const GpuSharing& sharing) {
+  MachineModel m = jobMachine(comm.job, side, sharing);
+  // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: the model takes that shape.
+  if (comm.settings.ranksPerNode > 0) m.ranksPerNode = comm.settings.ranksPerNode;
+  m.fifoSlots = static_cast<int>(comm.settings.nslots);
+  return m;
+}
+
+void adoptDeviceFabric(loomComm* comm) {
+  const device::DeviceFabric fabric = comm->device->fabric();
+  comm->deviceTuner->setMachine(commMachine(*comm, MemorySide::Device, GpuSharing{fabric.gpuCopyGbs, fabric.ranksPerGpu}));
+}
+
 Status setUpJobTopology(loomComm* comm) {
   std::shared_ptr<const SystemGraph> graph;
   RankPlacement mine;
@@ -138,18 +154,12 @@ Status setUpJobTopology(loomComm* comm) {
   LOOM_TRY(assembleJob(placements, records, &comm->job));
   comm->numaBinding = NumaBinding::forNode(*graph, mine.numa);
 
-  // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: the model takes that shape,
-  // and rings come from it (the tuner's rail rings), not from the real hosts.
+  // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: rings then come from that
+  // shape (the tuner's rail rings), not from the real hosts.
   const bool emulatedNodes = comm->settings.ranksPerNode > 0;
-  auto machineFor = [&](MemorySide side) {
-    MachineModel m = jobMachine(comm->job, side);
-    if (emulatedNodes) m.ranksPerNode = comm->settings.ranksPerNode;
-    m.fifoSlots = static_cast<int>(comm->settings.nslots);
-    return m;
-  };
   const std::vector<std::vector<int>> rings = emulatedNodes ? std::vector<std::vector<int>>{} : comm->job.rings;
-  comm->tuner = std::make_unique<Tuner>(machineFor(MemorySide::Host), rings);
-  comm->deviceTuner = std::make_unique<Tuner>(machineFor(MemorySide::Device), rings);
+  comm->tuner = std::make_unique<Tuner>(commMachine(*comm, MemorySide::Host), rings);
+  comm->deviceTuner = std::make_unique<Tuner>(commMachine(*comm, MemorySide::Device), rings);
   comm->hostGraph = std::move(graph);
   return Status::Ok();
 }

@@ -5,6 +5,7 @@
 // LOOM_GRAPH_DUMP_FILE and LOOM_TOPO_DUMP_FILE write what was decided; LOOM_DEBUG_SUBSYS=graph logs it.
 #pragma once
 
+#include "algorithms/machine_model.h"
 #include "base/status.h"
 #include "topology/job_topology.h"
 
@@ -14,5 +15,13 @@ namespace loom {
 
 // Builds comm->job and the communicator's tuners. Needs comm->bootstrap and comm->transports.
 Status setUpJobTopology(loomComm* comm);
+
+// The machine a communicator's tuner prices plans on: jobMachine of its job, in the shape
+// LOOM_RANKS_PER_NODE emulates, with its FIFO slots.
+MachineModel commMachine(const loomComm& comm, MemorySide side, const GpuSharing& sharing = {});
+
+// Once the communicator's plan kernels are set up (Ready): its device tuner prices plans with the copy
+// rate of the GPU its ranks share, which only that setup measures.
+void adoptDeviceFabric(loomComm* comm);
 
 }  // namespace loom

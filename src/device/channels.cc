@@ -25,19 +25,10 @@ Status maxLanesPerChannel(Algorithm algo, const PlanRequest& req, uint64_t* lane
   return Status::Ok();
 }
 
-int deviceChannels(uint64_t bytes, uint64_t lanesPerChannel, const DeviceChannelLimits& limits) {
-  const uint64_t maxChannels = static_cast<uint64_t>(std::max(1, limits.maxChannels));
-  uint64_t channels = std::clamp<uint64_t>(bytes / kDeviceBytesPerChannel, 1, maxChannels);
+int deviceChannels(int tuned, uint64_t lanesPerChannel, const DeviceChannelLimits& limits) {
+  uint64_t channels = static_cast<uint64_t>(std::clamp(tuned, 1, std::max(1, limits.maxChannels)));
   if (lanesPerChannel > 0) channels = std::min(channels, std::max<uint64_t>(1, limits.laneBudget / lanesPerChannel));
   return static_cast<int>(channels);
-}
-
-uint64_t deviceOperationBytes(const PlanRequest& req) {
-  // As the root sees it, whichever rank asks: a gather's or scatter's root holds n blocks where the
-  // other ranks hold one, and every rank must reach the same channel count.
-  PlanRequest root = req;
-  root.rank = req.root;
-  return std::max(sendBufferElems(root), recvBufferElems(root)) * req.elemSize;
 }
 
 }  // namespace loom::device

@@ -1,10 +1,11 @@
 // How many channels a plan kernel (plan_kernels.h) splits one operation over. On a GPU a channel's
 // lane is one thread block, and one block moves only a few tens of GB/s (the bytes its threads keep in
 // flight over the memory latency), so large operations need many channels to approach the copy limit,
-// as NCCL's do; small ones need few, since every channel adds a message per step. Every block of every
-// rank sharing a GPU must be resident at once (lanes wait on each other), so the lanes of one launch
-// stay within a budget that all ranks agreed on. Pure functions of facts every rank has: all ranks
-// reach the same count, which their plans must share.
+// as NCCL's do; small ones need few, since every channel adds a message per step. The device tuner
+// weighs the two (its machine's lanes run in parallel, algorithms/machine_model.h); what is left here is
+// the cap: every block of every rank sharing a GPU must be resident at once (lanes wait on each other),
+// so the lanes of one launch stay within a budget that all ranks agreed on. Pure functions of facts
+// every rank has: all ranks reach the same count, which their plans must share.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +14,6 @@
 #include "base/status.h"
 
 namespace loom::device {
-
-// Bytes per channel below which another channel costs more (a message per step) than it brings. A
-// first estimate (NCCL stops adding channels at a few hundred KiB each); to be tuned on a GPU.
-inline constexpr uint64_t kDeviceBytesPerChannel = 512 << 10;
 
 struct DeviceChannelLimits {
   int maxChannels = 1;      // channels the p2p transport has FIFOs for
@@ -27,13 +24,9 @@ struct DeviceChannelLimits {
 // rings and trees, up to 2 x (nranks - 1) + 1 for direct all-to-all patterns.
 Status maxLanesPerChannel(Algorithm algo, const PlanRequest& req, uint64_t* lanes);
 
-// The channel count for an operation moving `bytes` per rank: one per kDeviceBytesPerChannel, at
-// least 1, at most limits.maxChannels, and few enough that channels x lanesPerChannel stays within
-// the lane budget (1 when even one channel does not fit: the launch then says so).
-int deviceChannels(uint64_t bytes, uint64_t lanesPerChannel, const DeviceChannelLimits& limits);
-
-// The bytes the busiest rank's buffers hold for the request (the larger of send and receive; the
-// root's for rooted collectives), for deviceChannels: the same whichever rank asks.
-uint64_t deviceOperationBytes(const PlanRequest& req);
+// The tuner's channel count `tuned`, at least 1 and at most limits.maxChannels, and few enough that
+// channels x lanesPerChannel stays within the lane budget (1 when even one channel does not fit: the
+// launch then says so).
+int deviceChannels(int tuned, uint64_t lanesPerChannel, const DeviceChannelLimits& limits);
 
 }  // namespace loom::device

@@ -17,6 +17,7 @@ class CudaCommDevice final : public CommDevice {
   const std::string& planKernelRefusal() const override { return kernels_.refusal(); }
   bool planKernelsRequired() const override { return kernels_.required(); }
   int planKernelGpu() const override { return kernels_.gpu(); }
+  DeviceFabric fabric() const override { return kernels_.fabric(); }
   Status adjustChannels(Algorithm algo, PlanRequest* req) override { return kernels_.adjustChannels(algo, req); }
   Status launch(std::vector<KernelPlan>& plans, std::span<const loomStream_t> streams) override {
     return kernels_.launch(plans, streams);

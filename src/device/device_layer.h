@@ -49,6 +49,9 @@ LOOM_TOOLS_API bool cudaUsable();
 LOOM_TOOLS_API int deviceCount();
 // Why CUDA is unusable ("" when it is usable), for messages.
 LOOM_TOOLS_API const std::string& unusableReason();
+// GB/s (1e9 bytes per second of bytes copied) of a large device-to-device copy on `device`, measured
+// once per process and GPU (copy_rate.cc); 0 where it could not be measured or CUDA is unusable.
+LOOM_TOOLS_API double gpuCopyRateGbs(int device);
 // Device memory a caller asks for (loomMemAlloc, the NCCL drop-in's ncclMemAlloc): on the current
 // device; an error naming the reason where CUDA is unusable.
 Status allocateDeviceMemory(size_t bytes, void** out);
@@ -149,7 +152,6 @@ struct CommFacts {
   std::vector<ProcessIdentity> processes;   // by rank
   size_t nslots = 4;                        // FIFO slots per connection (LOOM_FIFO_SLOTS)
   size_t slotBytes = 128 << 10;             // bytes per slot (LOOM_CHUNK_BYTES)
-  int forcedChannels = 0;                   // LOOM_NCHANNELS (0: chosen per operation)
   int64_t timeoutMs = 0;                    // a plan kernel's wait without progress this long fails
   // Fails the communicator (its peers are told, later calls refused) with a failure the layer found:
   // a launch that could not be completed, a lane that failed. Thread-safe.
@@ -178,6 +180,15 @@ struct KernelPlan {
   std::function<std::string()> describe;  // the operation, for a failure's message
 };
 
+// What the plan kernels' setup found that the device tuner prices plans with (core's planner): the
+// same on every rank of the communicator.
+struct DeviceFabric {
+  uint64_t slotBytes = 0;  // a FIFO slot: no message may be larger
+  int maxChannels = 1;     // the most channels one operation may use (FIFO channels within the lane budget)
+  double gpuCopyGbs = 0;   // the copy rate of the slowest GPU that ranks share (0: none shared, or unknown)
+  int ranksPerGpu = 1;     // the most ranks of the communicator on one GPU (same host, same bus id)
+};
+
 class CommDevice {
  public:
   // Raises the abort word if the communicator failed, then waits for its launches and stream work.
@@ -191,8 +202,10 @@ class CommDevice {
   virtual bool planKernelsRequired() const = 0;
   // The GPU they run on (when Ready).
   virtual int planKernelGpu() const = 0;
-  // Chooses the request's channel count for a plan kernel (core's planner calls it before the plan is
-  // built); every rank decides alike.
+  // What the setup found (when Ready), for the device tuner.
+  virtual DeviceFabric fabric() const = 0;
+  // Caps the tuner's channel count for a plan kernel where this shape's lanes would exceed what the
+  // GPU holds resident (core's planner calls it before the plan is built); every rank decides alike.
   virtual Status adjustChannels(Algorithm algo, PlanRequest* req) = 0;
   // Launches `plans` (this rank's share of one group, in order) on `streams[0]`, after everything on
   // every stream of `streams` and before anything later on them; refuses (loomInvalidUsage, nothing

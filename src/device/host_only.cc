@@ -14,6 +14,7 @@ Status noCuda(const char* what) {
 
 bool cudaUsable() { return false; }
 int deviceCount() { return 0; }
+double gpuCopyRateGbs(int) { return 0; }
 const std::string& unusableReason() {
   static const std::string reason = "this Loom was built without CUDA";
   return reason;

@@ -11,11 +11,11 @@
 #include <optional>
 
 #include "base/datatype.h"
-#include "base/settings.h"
 #include "device/memory_kind.h"
 #include "device/plan_cache.h"
 #include "device/plan_encoder.h"
 #include "device/plan_kernels.h"
+#include "device/stream_capture.h"
 #include "device/stream_pool.h"
 #include "kernels/cuda/cuda_reduce.h"
 #include "kernels/cuda/plan_launch.h"
@@ -27,9 +27,9 @@ namespace {
 // direct mode): none with LOOM_P2P_DIRECT=0; all when every peer that could (a rank of this process)
 // is on this GPU; else those that peer access opens to other GPUs (the user's cudaMalloc'd buffers,
 // not the launch's temporaries). Receivers decide alone: a sender writes only where one posted.
-std::vector<uint8_t> directBuffersOf(const P2pFifos& fifos, const std::vector<char*>& buffers) {
+std::vector<uint8_t> directBuffersOf(const P2pFifos& fifos, bool p2pDirect, const std::vector<char*>& buffers) {
   std::vector<uint8_t> direct;
-  if (!settingFlag(Setting::P2pDirect)) return direct;
+  if (!p2pDirect) return direct;
   direct.assign(buffers.size(), 1);
   if (!fifos.directPeersOnOtherGpus()) return direct;
   for (size_t i = 0; i < buffers.size(); ++i) direct[i] = buffers[i] && coveredByPeerAccess(buffers[i]) ? 1 : 0;
@@ -86,8 +86,9 @@ Status enqueueOneRankCollective(const KernelPlan& kp, cudaStream_t stream) {
 
 // One launchRun's working state, filled step by step: plans [first, first + n) of `plans`.
 struct PlanKernels::Run {
-  Run(std::vector<KernelPlan>& all, size_t from, size_t end, cudaStream_t on, bool inCapture)
-      : plans(all), first(from), n(end - from), stream(on), captured(inCapture), stagedAt(n, SIZE_MAX),
+  Run(std::vector<KernelPlan>& all, size_t from, size_t end, cudaStream_t on, bool inCapture,
+      std::shared_ptr<KernelLaunch> fresh)
+      : plans(all), first(from), n(end - from), stream(on), captured(inCapture), launch(std::move(fresh)), stagedAt(n, SIZE_MAX),
         scratchAt(n, SIZE_MAX), direct(n), sends(n), recvs(n), bindings(n), planBytes(n), firstStatus(n), key(n),
         calls(n) {}
   KernelPlan& plan(size_t k) { return plans[first + k]; }
@@ -96,8 +97,15 @@ struct PlanKernels::Run {
   const size_t first, n;
   const cudaStream_t stream;
   const bool captured;
+  std::shared_ptr<KernelLaunch> launch;
+  std::shared_ptr<KernelLaunch> eager;  // once enqueued, when not captured: what launch() orders after
   cudaMemPool_t pool = nullptr;
-  std::shared_ptr<KernelLaunch> launch = std::make_shared<KernelLaunch>();
+  // Switched while this run allocates or reads events: a capture in global mode, in any thread, would
+  // refuse those calls (and be invalidated by them). Only then: each switch is two runtime calls.
+  std::optional<RelaxedCaptureMode> relaxed;
+  void relaxCapture() {
+    if (!relaxed) relaxed.emplace();
+  }
 
   // placeTemporaries: offsets in one region of temporaries (SIZE_MAX: none), and the region.
   std::vector<size_t> stagedAt, scratchAt;
@@ -122,6 +130,7 @@ struct PlanKernels::Run {
   size_t statusBytes = 0, tableBytes = 0, encodedBytes = 0;
   bool slotted = false;
   char* hostBlock = nullptr;
+  std::byte* encodingHost = nullptr;  // where encodeOrFind writes the encoding (the block, or pageable)
 
   // encodeOrFind: the sequence on the device; one not cached is freed behind the kernel.
   const char* sequence = nullptr;
@@ -135,12 +144,12 @@ struct PlanKernels::Run {
 };
 
 Status PlanKernels::launchRun(std::vector<KernelPlan>& plans, size_t first, size_t end, loomStream_t stream,
-                              bool captured) {
+                              bool captured, std::shared_ptr<KernelLaunch>* enqueued) {
   if (std::all_of(plans.begin() + first, plans.begin() + end, isOneRankCollective)) {
     for (size_t k = first; k < end; ++k) LOOM_TRY(enqueueOneRankCollective(plans[k], stream));
     return Status::Ok();
   }
-  Run run(plans, first, end, stream, captured);
+  Run run(plans, first, end, stream, captured, newLaunch());
   LOOM_TRY(launchPool(fifos_->device(), &run.pool));
   // A captured launch's device memory is read at every replay: kept for the communicator's lifetime and
   // allocated outside the capture, so that the graph holds no memory nodes (stream_pool.h's
@@ -159,7 +168,9 @@ Status PlanKernels::launchRun(std::vector<KernelPlan>& plans, size_t first, size
   LOOM_TRY(reserveHostBlock(run));
   LOOM_TRY(encodeOrFind(run));
   LOOM_TRY(bindCalls(run));
-  return enqueueRun(run);
+  LOOM_TRY(enqueueRun(run));
+  if (run.eager) *enqueued = std::move(run.eager);
+  return Status::Ok();
 }
 
 Status PlanKernels::placeTemporaries(Run& run) {
@@ -175,6 +186,7 @@ Status PlanKernels::placeTemporaries(Run& run) {
     if (const size_t bytes = kp.plan->scratchElems * kp.elemSize; bytes > 0) run.scratchAt[k] = carve(bytes);
   }
   if (run.tempBytes == 0) return Status::Ok();
+  if (run.captured || !workspace_.holds(run.tempBytes)) run.relaxCapture();  // memory is allocated
   if (run.captured) return kept_->allocate(run.tempBytes, &run.temps);
   return workspace_.reserve(run.tempBytes, run.pool, run.stream, &run.temps);
 }
@@ -190,7 +202,7 @@ void PlanKernels::bindPlans(Run& run) {
     }
     if (kp.plan->coll != Collective::SendRecv)
       kp.buffers[kScratchBuffer] = run.scratchAt[k] != SIZE_MAX ? run.temps + run.scratchAt[k] : nullptr;
-    run.direct[k] = directBuffersOf(fifos, kp.buffers);
+    run.direct[k] = directBuffersOf(fifos, p2pDirect_, kp.buffers);
     DevicePlanBindings& b = run.bindings[k];
     b.dtype = kp.dtype;
     b.op = kp.op;
@@ -236,13 +248,25 @@ Status PlanKernels::reserveHostBlock(Run& run) {
       if (run.plan(k).buffers.size() > cuda::kInlineBuffers) run.tableBytes += run.plan(k).buffers.size() * sizeof(char*);
     run.tableBytes = (run.tableBytes + 15) / 16 * 16;
   }
-  const size_t hostBytes = run.statusBytes + run.tableBytes + run.encodedBytes;
+  // An eager launch whose encoding does not fit its slot beside the statuses and tables sends it from
+  // pageable memory (KernelLaunch::pageableEncoding says why not a pinned block).
+  const bool pageable = !run.captured && run.statusBytes + run.tableBytes <= slots_.slotBytes() &&
+                        run.statusBytes + run.tableBytes + run.encodedBytes > slots_.slotBytes();
+  const size_t hostBytes = run.statusBytes + run.tableBytes + (pageable ? 0 : run.encodedBytes);
   run.slotted = !run.captured && hostBytes <= slots_.slotBytes();
-  if (run.slotted)
+  if (run.slotted) {
     LOOM_TRY(takeSlot(run.launch.get()));
-  else
+  } else {
+    run.relaxCapture();  // a pinned block may be allocated
     LOOM_TRY(run.launch->blob.acquire(hostBytes));
+  }
   run.hostBlock = run.slotted ? slots_.host(run.launch->slot) : run.launch->blob.data();
+  if (pageable) {
+    run.launch->pageableEncoding.resize(run.encodedBytes);
+    run.encodingHost = run.launch->pageableEncoding.data();
+  } else {
+    run.encodingHost = reinterpret_cast<std::byte*>(run.hostBlock + run.statusBytes + run.tableBytes);
+  }
   std::memset(run.hostBlock, 0, run.statusBytes);
   run.launch->statuses = reinterpret_cast<cuda::DeviceLaneStatus*>(run.hostBlock);
   return Status::Ok();
@@ -255,7 +279,8 @@ Status PlanKernels::encodeOrFind(Run& run) {
   }
   // A shape not on the device: encoded now (the buffers' checks happen here, before anything is
   // enqueued) and copied there.
-  std::byte* blob = reinterpret_cast<std::byte*>(run.hostBlock + run.statusBytes + run.tableBytes);
+  run.relaxCapture();
+  std::byte* blob = run.encodingHost;
   writeDevicePlanSequenceHeader(run.layout, run.blocks, std::span(blob, run.layout.total));
   for (size_t k = 0; k < run.n; ++k) {
     cuda::DevicePlanShape shape;
@@ -290,6 +315,7 @@ Status PlanKernels::bindCalls(Run& run) {
   run.args.sequence = run.sequence;
   char* tableHost = run.hostBlock + run.statusBytes;
   if (run.tables) {
+    run.relaxCapture();
     if (run.captured) {
       LOOM_TRY(kept_->allocate(run.tableBytes, &run.tableDevice));
     } else if (run.slotted) {
@@ -309,7 +335,9 @@ Status PlanKernels::bindCalls(Run& run) {
       bufferTable = reinterpret_cast<char* const*>(run.tableDevice + bufferTableAt);
       bufferTableAt += kp.buffers.size() * sizeof(char*);
     }
-    LOOM_TRY(bindDevicePlanCall(*kp.plan, run.bindings[k], bufferTable, &run.calls[k]).withContext(kp.describe()));
+    // (The operation's description is formatted only for a failure: it allocates.)
+    if (Status bound = bindDevicePlanCall(*kp.plan, run.bindings[k], bufferTable, &run.calls[k]); !bound.ok())
+      return bound.withContext(kp.describe());
     run.launch->entries.push_back({kp.plan, kp.describe, run.firstStatus[k]});
   }
   if (run.tables) {
@@ -337,10 +365,12 @@ Status PlanKernels::enqueueRun(Run& run) {
   if (run.sequenceToFree) LOOM_CUDA_TRY(cudaFreeAsync(run.sequenceToFree, run.stream));
   if (!run.captured) LOOM_TRY(run.launch->done.record(run.stream));
   std::lock_guard<std::mutex> lock(mutex_);
-  if (run.captured)
+  if (run.captured) {
     captured_.push_back(std::move(run.launch));
-  else
+  } else {
+    run.eager = run.launch;
     launches_.push_back(std::move(run.launch));
+  }
   return Status::Ok();
 }
 

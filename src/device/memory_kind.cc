@@ -88,7 +88,7 @@ Placement placementOf(const void* send, size_t sendBytes, const void* recv, size
   Placement where;
   if (!cudaUsable()) return where;
   if (sendBytes) where.send = queryMemory(send);
-  if (recvBytes) where.recv = queryMemory(recv);
+  if (recvBytes) where.recv = recv == send && sendBytes ? where.send : queryMemory(recv);  // in place: one query
   int gpu = -1;
   for (auto [info, bytes] : {std::pair{where.send, sendBytes}, std::pair{where.recv, recvBytes}}) {
     if (bytes == 0) continue;

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "base/log.h"
+#include "device/copy_rate.h"
 #include "device/memory_kind.h"
 #include "kernels/cuda/plan_launch.h"
 
@@ -25,6 +26,7 @@ struct BlockOffer {
   Verdict verdict;
   uint64_t address = 0;         // the block in its own process (used by ranks of the same process)
   cudaIpcMemHandle_t handle{};  // the block, for other processes (set only when one needs it)
+  float copyGbs = 0;            // its GPU's copy rate, where other ranks share that GPU (0: not measured)
 };
 
 template <size_t N>
@@ -228,6 +230,14 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
   for (int r = 0; r < f->nranks_; ++r)
     otherProcesses = otherProcesses || (!f->netPeers_[r] && !processOf(facts[r]).sameProcess(self));
   BlockOffer block;
+  // Ranks that share their GPU with others price their exchanges by its copy rate (device tuner).
+  for (const P2pFacts& gpu : facts) {
+    int onIt = 0;
+    for (const P2pFacts& o : facts) onIt += o.hostHash == gpu.hostHash && o.bus() == gpu.bus() ? 1 : 0;
+    f->ranksPerGpu_ = std::max(f->ranksPerGpu_, onIt);
+    if (onIt > 1 && &gpu == &facts[f->rank_])
+      block.copyGbs = static_cast<float>(gpuCopyRateSettingOrMeasured(device));
+  }
   local = f->allocate();
   if (local.ok() && otherProcesses) local = cudaStatus(cudaIpcGetMemHandle(&block.handle, f->own_), "cudaIpcGetMemHandle");
   block.verdict.ok = local.ok();
@@ -239,6 +249,8 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
   LOOM_TRY(exchange.allGather(&block, blocks.data(), sizeof block).withContext("p2p transport setup"));
   *why = firstRefusal(blocks, [](const BlockOffer& b) -> const Verdict& { return b.verdict; });
   if (!why->empty()) return Status::Ok();
+  for (const BlockOffer& b : blocks)
+    if (b.copyGbs > 0 && (fifos.gpuCopyGbs_ == 0 || b.copyGbs < fifos.gpuCopyGbs_)) fifos.gpuCopyGbs_ = b.copyGbs;
 
   // Round 3: whether every rank could map every peer's block.
   fifos.blocks_.assign(fifos.nranks_, nullptr);

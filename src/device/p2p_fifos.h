@@ -94,6 +94,11 @@ class P2pFifos {
   // The most blocks one rank's launch can have resident at all (its unhalved share of the GPU): a
   // launch beyond it is refused.
   uint32_t residentShare() const { return residentShare_; }
+  // The copy rate of the slowest GPU that ranks share (copy_rate.h), the same on every rank; 0 when no
+  // ranks share a GPU or none could measure it.
+  double gpuCopyGbs() const { return gpuCopyGbs_; }
+  // The most ranks of the communicator on one GPU (same host, same bus id).
+  int ranksPerGpu() const { return ranksPerGpu_; }
   // After a failure peers may still write into this rank's block: it is then kept (not freed) until
   // the process ends, so that a late write cannot land in memory the application got back.
   void keepBlockAfterFailure() { keepBlock_ = true; }
@@ -121,6 +126,8 @@ class P2pFifos {
   bool sharesGpuInThisProcess_ = false;
   uint32_t laneBudget_ = 1;
   uint32_t residentShare_ = 1;
+  double gpuCopyGbs_ = 0;
+  int ranksPerGpu_ = 1;
   std::vector<cuda::DeviceFifo> sends_, recvs_;
   bool keepBlock_ = false;
 };

@@ -124,6 +124,7 @@ Status PlanKernels::setUp(int gpu) {
   options.policy = p2pPolicyFromEnvironment();
   options.netLanes = static_cast<bool>(facts_.netLanes.start);
   lowLatencyBytes_ = lowLatencyBytesSetting();
+  p2pDirect_ = settingFlag(Setting::P2pDirect);
   {
     DeviceScope scope(gpu);
     LOOM_CUDA_TRY(scope.error());
@@ -211,6 +212,18 @@ void PlanKernels::checkNetLanesLocked() {
   if (!launches_.empty() || !captured_.empty()) fail(netBroken_);
 }
 
+DeviceFabric PlanKernels::fabric() const {
+  DeviceFabric f;
+  if (!fifos_) return f;
+  f.slotBytes = fifos_->slotBytes();
+  // With network lanes, only their channels reach the peers on other hosts.
+  const uint32_t channels = netProxy_ ? netFifos_->tables().laneChannels : fifos_->nchannels();
+  f.maxChannels = static_cast<int>(std::max(1u, std::min(channels, fifos_->laneBudget())));
+  f.gpuCopyGbs = fifos_->gpuCopyGbs();
+  f.ranksPerGpu = fifos_->ranksPerGpu();
+  return f;
+}
+
 Status PlanKernels::adjustChannels(Algorithm algo, PlanRequest* req) {
   const auto key = std::make_tuple(static_cast<int>(req->coll), static_cast<int>(algo), req->root);
   auto found = lanesPerChannel_.find(key);
@@ -229,23 +242,22 @@ Status PlanKernels::adjustChannels(Algorithm algo, PlanRequest* req) {
                        facts_.describe, collectiveName(req->coll), req->nranks, found->second, fifos_->residentShare());
   // With network lanes, only their channels reach the peers on other hosts.
   const uint32_t channels = netProxy_ ? netFifos_->tables().laneChannels : fifos_->nchannels();
-  DeviceChannelLimits limits{static_cast<int>(channels), fifos_->laneBudget()};
-  if (facts_.forcedChannels > 0) limits.maxChannels = std::min(limits.maxChannels, facts_.forcedChannels);
-  const uint64_t bytes = facts_.forcedChannels > 0 ? UINT64_MAX : deviceOperationBytes(*req);
-  req->nchannels = deviceChannels(bytes, found->second, limits);
+  const DeviceChannelLimits limits{static_cast<int>(channels), fifos_->laneBudget()};
+  req->nchannels = deviceChannels(req->nchannels, found->second, limits);
   return Status::Ok();
 }
 
 Status PlanKernels::checkLaunchable(const std::vector<KernelPlan>& plans, std::span<const loomStream_t> streams) const {
   // A misaligned element would be a misaligned-address trap on the GPU, which kills the context and
   // with it every rank of this process.
+  auto misaligned = [](const KernelPlan& kp, const char* p) {
+    return errorStatus(loomInvalidArgument, "{}: a buffer at {} is not aligned to its {}-byte elements", kp.describe(),
+                       static_cast<const void*>(p), kp.elemSize);
+  };
   for (const KernelPlan& kp : plans) {
-    std::vector<const char*> used(kp.buffers.begin(), kp.buffers.end());
-    used.push_back(kp.stageFrom);
-    for (const char* p : used)
-      if (reinterpret_cast<uintptr_t>(p) % kp.elemSize != 0)
-        return errorStatus(loomInvalidArgument, "{}: a buffer at {} is not aligned to its {}-byte elements",
-                           kp.describe(), static_cast<const void*>(p), kp.elemSize);
+    for (const char* p : kp.buffers)
+      if (reinterpret_cast<uintptr_t>(p) % kp.elemSize != 0) return misaligned(kp, p);
+    if (reinterpret_cast<uintptr_t>(kp.stageFrom) % kp.elemSize != 0) return misaligned(kp, kp.stageFrom);
   }
   // The legacy stream is one queue for every thread of the process: a plan kernel there would wait
   // for a same-GPU peer's kernel queued behind it.
@@ -260,12 +272,10 @@ Status PlanKernels::checkLaunchable(const std::vector<KernelPlan>& plans, std::s
 }
 
 Status PlanKernels::launch(std::vector<KernelPlan>& plans, std::span<const loomStream_t> streams) {
-  // A capture in global mode, here or in another thread, would refuse the event queries and
-  // allocations below (and be invalidated by them): none of them touches a capturing stream.
-  RelaxedCaptureMode relaxed;
+  // Finished launches are reaped when a slot is taken (takeSlot), not at every call: one event query
+  // per reap, and a reap frees many. A captured launch's replays report in its statuses (no CUDA call).
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    reapLocked();
     reapCapturedLocked();
   }
   if (failed_.load()) return errorStatus(loomInvalidUsage, "{} is unusable after an earlier error", facts_.describe);
@@ -293,7 +303,7 @@ Status PlanKernels::launch(std::vector<KernelPlan>& plans, std::span<const loomS
   }
   // After this communicator's previous launch (in this capture, when capturing) and after everything
   // already on the group's streams.
-  if (!capture.active) LOOM_TRY(lastLaunch_.orderBefore(stream));
+  if (!capture.active) LOOM_TRY(lastLaunch_ ? lastLaunch_->done.orderBefore(stream) : lastMark_.orderBefore(stream));
   if (capture.active && lastCaptureId_ == capture.id) LOOM_TRY(lastCaptured_.orderBefore(stream));
   for (loomStream_t other : others) {
     EventHandle joined;
@@ -301,18 +311,32 @@ Status PlanKernels::launch(std::vector<KernelPlan>& plans, std::span<const loomS
     LOOM_TRY(joined.orderBefore(stream));
   }
   Status launched;
+  std::shared_ptr<KernelLaunch> last;  // the last eager launch enqueued here: its event marks the end
   for (size_t first = 0; first < plans.size() && launched.ok();) {
     size_t end = first;
     while (end < plans.size() && plans[end].dtype == plans[first].dtype) ++end;
-    launched = launchRun(plans, first, end, stream, capture.active);
+    launched = launchRun(plans, first, end, stream, capture.active, &last);
     first = end;
   }
-  // Whatever was enqueued, later work on these streams and later launches wait for it.
-  EventHandle& after = capture.active ? lastCaptured_ : lastLaunch_;
-  Status ordered = after.record(stream);
-  if (capture.active) lastCaptureId_ = capture.id;
+  // Whatever was enqueued, later work on these streams and later launches wait for it: the last
+  // launch's own event when its kernel was the last work enqueued (runs enqueue nothing after it),
+  // else an event recorded now.
+  Status ordered;
+  const EventHandle* after = nullptr;
+  if (capture.active) {
+    ordered = lastCaptured_.record(stream);
+    lastCaptureId_ = capture.id;
+    after = &lastCaptured_;
+  } else if (last && launched.ok()) {
+    lastLaunch_ = std::move(last);
+    after = &lastLaunch_->done;
+  } else {
+    ordered = lastMark_.record(stream);
+    lastLaunch_.reset();
+    after = &lastMark_;
+  }
   for (loomStream_t other : others)
-    if (ordered.ok()) ordered = after.orderBefore(other);
+    if (ordered.ok()) ordered = after->orderBefore(other);
   if (launched.ok()) launched = ordered;
   if (!launched.ok()) fail(launched);  // the peers' lanes wait for this rank: stop ours, fail the call
   if (netProxy_) {
@@ -344,8 +368,28 @@ void PlanKernels::reapLocked() {
         break;
       }
     }
+    // Its slot goes back now (whoever else holds the launch, as lastLaunch_ may, needs only its event);
+    // one nobody else holds is kept for a later launch.
+    std::shared_ptr<KernelLaunch> finished = std::move(launches_.front());
     launches_.pop_front();
+    finished->releaseSlot();
+    if (finished.use_count() == 1 && spareLaunches_.size() < PlanSlots::kDefaultCount) {
+      finished->recycle();
+      spareLaunches_.push_back(std::move(finished));
+    }
   }
+}
+
+std::shared_ptr<KernelLaunch> PlanKernels::newLaunch() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!spareLaunches_.empty()) {
+      std::shared_ptr<KernelLaunch> launch = std::move(spareLaunches_.back());
+      spareLaunches_.pop_back();
+      return launch;
+    }
+  }
+  return std::make_shared<KernelLaunch>();
 }
 
 Status PlanKernels::takeSlot(KernelLaunch* launch) {
@@ -353,9 +397,25 @@ Status PlanKernels::takeSlot(KernelLaunch* launch) {
     std::shared_ptr<KernelLaunch> oldest;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      reapLocked();  // finished launches give their slots back
-      if (failed_.load()) return errorStatus(loomInvalidUsage, "{} is unusable after an earlier error", facts_.describe);
-      const int slot = slots_.take();
+      size_t freeLeft = 0;
+      int slot = slots_.take(&freeLeft);
+      // Finished launches give their slots back and their failures are reported in one reap once half
+      // the ring is in use, and then again once half of what was left free after it is (each reap costs
+      // event queries and frees every launch that finished; launches that run long are not queried at
+      // every call).
+      if (slot < 0 || freeLeft < reapBelow_) {
+        {
+          RelaxedCaptureMode relaxed;  // event queries while some thread captures (Run::relaxed says why)
+          reapLocked();
+        }
+        const size_t nowFree = slots_.freeCount();
+        reapBelow_ = nowFree >= slots_.count() / 2 ? slots_.count() / 2 : nowFree / 2;
+      }
+      if (failed_.load()) {
+        if (slot >= 0) slots_.give(slot);
+        return errorStatus(loomInvalidUsage, "{} is unusable after an earlier error", facts_.describe);
+      }
+      if (slot < 0) slot = slots_.take();
       if (slot >= 0) {
         launch->slots = &slots_;
         launch->slot = slot;

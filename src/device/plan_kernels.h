@@ -41,6 +41,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <deque>
 #include <map>
 #include <memory>
@@ -73,14 +74,31 @@ struct KernelLaunch {
     size_t firstStatus = 0;
   };
   KernelLaunch() = default;
-  ~KernelLaunch() {
+  ~KernelLaunch() { releaseSlot(); }
+  void releaseSlot() {
     if (slots) slots->give(slot);
+    slots = nullptr;
+    slot = -1;
+  }
+  // Ready for another launch (PlanKernels recycles finished ones: no allocation and no event created
+  // per launch); its event is kept.
+  void recycle() {
+    releaseSlot();
+    blob.release();
+    if (pageableEncoding.capacity() > (size_t{1} << 20)) std::vector<std::byte>().swap(pageableEncoding);
+    statuses = nullptr;
+    entries.clear();
   }
   KernelLaunch(const KernelLaunch&) = delete;
   KernelLaunch& operator=(const KernelLaunch&) = delete;
   PlanSlots* slots = nullptr;  // with `slot`, when the launch holds a ring slot
   int slot = -1;
   PinnedBlock blob;  // what a slot would hold (statuses, tables, an encoding on its way) when none does
+  // An encoding on its way to the device that does not fit the slot beside the statuses: pageable
+  // memory, kept until the launch ended (its copy is stream-ordered). Pinned memory allocated at launch
+  // time (cudaHostAlloc) may synchronize the device, which deadlocks while a peer's kernel waits for
+  // this rank's launch; a copy from pageable memory waits only for this stream's earlier work.
+  std::vector<std::byte> pageableEncoding;
   cuda::DeviceLaneStatus* statuses = nullptr;
   std::vector<Entry> entries;
   EventHandle done;
@@ -98,6 +116,7 @@ class PlanKernels {
   const std::string& refusal() const { return refusal_; }
   bool required() const { return required_; }
   int gpu() const { return fifos_ ? fifos_->device() : -1; }
+  DeviceFabric fabric() const;  // when Ready
   // Collective (every rank of the communicator): device_layer.h's setUpPlanKernels.
   Status setUp(int gpu);
   Status adjustChannels(Algorithm algo, PlanRequest* req);
@@ -112,7 +131,8 @@ class PlanKernels {
   Status checkLaunchable(const std::vector<KernelPlan>& plans, std::span<const loomStream_t> streams) const;
   // Encodes plans [first, end) (one dtype) as one sequence and launches it on `stream` (kernel_launch.cc),
   // in the steps below, which share one Run.
-  Status launchRun(std::vector<KernelPlan>& plans, size_t first, size_t end, loomStream_t stream, bool captured);
+  Status launchRun(std::vector<KernelPlan>& plans, size_t first, size_t end, loomStream_t stream, bool captured,
+                   std::shared_ptr<KernelLaunch>* enqueued);
   struct Run;
   // Staged inputs and scratch, carved from one region of the workspace (captured: kept memory).
   Status placeTemporaries(Run& run);
@@ -136,6 +156,8 @@ class PlanKernels {
   // it is kept for the next launch (a peer that closed its communicator breaks its lanes too).
   void netLaneFailed(const Status& error);
   void checkNetLanesLocked();
+  // A finished launch to reuse, or a new one.
+  std::shared_ptr<KernelLaunch> newLaunch();
   // Reports and forgets finished launches; reports what a captured launch's replays saw. Under mutex_.
   void reapLocked();
   void reapCapturedLocked();
@@ -157,7 +179,11 @@ class PlanKernels {
   std::map<std::tuple<int, int, int>, uint64_t> lanesPerChannel_;
   HostFlags flags_{1};
   HostFlags::Flag abortFlag_;
-  EventHandle lastLaunch_;  // launches share the FIFOs: each follows the one before
+  // Launches share the FIFOs: each follows the one before. The last eager launch (its `done` event
+  // marks its end), or, when the last call launched no kernel, an event recorded after it.
+  std::shared_ptr<KernelLaunch> lastLaunch_;
+  EventHandle lastMark_;
+  bool p2pDirect_ = true;  // LOOM_P2P_DIRECT, read at setup
   // The same within one CUDA graph capture: the last launch captured, and into which capture.
   EventHandle lastCaptured_;
   unsigned long long lastCaptureId_ = 0;
@@ -167,6 +193,8 @@ class PlanKernels {
   LaunchWorkspace workspace_;  // the eager launches' temporaries
   std::mutex mutex_;  // guards launches_ and captured_: loomCommGetAsyncError looks at them from any thread
   std::deque<std::shared_ptr<KernelLaunch>> launches_;  // shared: takeSlot waits on the oldest outside mutex_
+  std::vector<std::shared_ptr<KernelLaunch>> spareLaunches_;  // finished, for the next launches (under mutex_)
+  size_t reapBelow_ = PlanSlots::kDefaultCount / 2;  // takeSlot reaps when fewer slots than this are free
   // Launches captured into CUDA graphs: every replay reads their encoded plans and reports into the
   // same statuses, so they are kept for the communicator's lifetime (the graphs must not be replayed
   // after it).

@@ -23,12 +23,18 @@ Status PlanSlots::allocate(size_t count, size_t bytes) {
   return Status::Ok();
 }
 
-int PlanSlots::take() {
+int PlanSlots::take(size_t* freeLeft) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (freeLeft) *freeLeft = free_.empty() ? 0 : free_.size() - 1;
   if (free_.empty()) return -1;
   const int slot = free_.back();
   free_.pop_back();
   return slot;
+}
+
+size_t PlanSlots::freeCount() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return free_.size();
 }
 
 void PlanSlots::give(int slot) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <atomic>
 #include <mutex>
 
 #include "device/memory_kind.h"
@@ -11,10 +12,15 @@ namespace loom::device {
 Status launchPool(int device, cudaMemPool_t* out) {
   constexpr int kMaxDevices = 64;
   static std::mutex mutex;
-  static cudaMemPool_t pools[kMaxDevices] = {};
+  static std::atomic<cudaMemPool_t> pools[kMaxDevices] = {};
   if (device < 0 || device >= kMaxDevices) return errorStatus(loomInvalidArgument, "GPU {} is out of range", device);
+  // Every launch asks: made once, then read without the lock (rank threads would contend on it).
+  if (cudaMemPool_t made = pools[device].load(std::memory_order_acquire)) {
+    *out = made;
+    return Status::Ok();
+  }
   std::lock_guard<std::mutex> lock(mutex);
-  if (!pools[device]) {
+  if (!pools[device].load(std::memory_order_relaxed)) {
     cudaMemPoolProps props{};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
@@ -29,9 +35,9 @@ Status launchPool(int device, cudaMemPool_t* out) {
       cudaMemPoolDestroy(pool);
       return cudaStatus(err, "cudaMemPoolSetAttribute");
     }
-    pools[device] = pool;
+    pools[device].store(pool, std::memory_order_release);
   }
-  *out = pools[device];
+  *out = pools[device].load(std::memory_order_relaxed);
   return Status::Ok();
 }
 

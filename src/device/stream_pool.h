@@ -58,6 +58,8 @@ class LaunchWorkspace {
   // At least `bytes` for a launch about to be enqueued on `stream` (after the communicator's earlier
   // launches), at *base.
   Status reserve(size_t bytes, cudaMemPool_t pool, cudaStream_t stream, char** base);
+  // Whether reserve(bytes) is served without an allocation.
+  bool holds(size_t bytes) const { return bytes <= bytes_; }
 
  private:
   char* base_ = nullptr;

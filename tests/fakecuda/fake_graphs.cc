@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "fake_counters.h"
 #include "fake_device.h"
 
 struct CUgraph_st {
@@ -72,6 +73,7 @@ bool Graph::hasMemoryNodes() const {
 using namespace fakecuda;
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  FAKECUDA_ENTRY();
   std::shared_ptr<Stream> s = streamOf(stream);
   if (!s || s->legacy()) return fail(cudaErrorInvalidResourceHandle);  // the legacy stream cannot be captured
   if (s->capture()) return fail(cudaErrorIllegalState);
@@ -82,6 +84,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  FAKECUDA_ENTRY();
   std::shared_ptr<Stream> s = streamOf(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   GraphRef g = s->capture();
@@ -93,6 +96,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
 
 cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id,
                                      cudaGraph_t*, const cudaGraphNode_t**, const cudaGraphEdgeData**, size_t*) {
+  FAKECUDA_ENTRY();
   std::shared_ptr<Stream> s = streamOf(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   GraphRef g = s->capture();
@@ -102,18 +106,24 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatu
 }
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  FAKECUDA_ENTRY();
   return cudaStreamGetCaptureInfo(stream, status, nullptr, nullptr, nullptr, nullptr, nullptr);
 }
 
-cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode*) { return cudaSuccess; }
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode*) {
+  FAKECUDA_ENTRY();
+  return cudaSuccess;
+}
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  FAKECUDA_ENTRY();
   if (!graph) return fail(cudaErrorInvalidValue);
   *exec = new CUgraphExec_st{graph->graph};
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  FAKECUDA_ENTRY();
   if (!exec) return fail(cudaErrorInvalidValue);
   GraphRef g = exec->graph;
   std::vector<DoneRef> after;
@@ -140,16 +150,19 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  FAKECUDA_ENTRY();
   delete exec;
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  FAKECUDA_ENTRY();
   delete graph;
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
+  FAKECUDA_ENTRY();
   if (!graph || !numNodes) return fail(cudaErrorInvalidValue);
   const std::vector<Graph::Node>& all = graph->graph->nodes;
   if (nodes)
@@ -159,6 +172,7 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t*
 }
 
 cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) {
+  FAKECUDA_ENTRY();
   if (!node) return fail(cudaErrorInvalidValue);
   *type = nodeType(node->kind);
   return cudaSuccess;

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "fake_counters.h"
 #include "fake_device.h"
 #include "kernels/cuda/cuda_reduce.h"
 #include "kernels/cuda/element_ops.cuh"
@@ -49,14 +50,17 @@ int enqueueElementwise(loomDataType_t dtype, const ElementwiseArgs& args, Stream
 }  // namespace
 
 int loadElementwiseKernels() {
+  FAKECUDA_ENTRY();
   elementwiseKernels.loaded = true;
   return cudaSuccess;
 }
 int loadStreamGateKernel() {
+  FAKECUDA_ENTRY();
   streamGateKernel.loaded = true;
   return cudaSuccess;
 }
 int loadPlanKernels() {
+  FAKECUDA_ENTRY();
   planKernels.loaded = true;
   return cudaSuccess;
 }
@@ -65,6 +69,7 @@ LaunchShape launchShape(size_t, size_t) { return LaunchShape{1, static_cast<unsi
 
 int reduceArraysAsync(void* dst, const void* a, const void* b, size_t count, loomDataType_t dtype, const ReduceOp& op,
                       bool finalize, Stream stream) {
+  FAKECUDA_ENTRY();
   const size_t elemSize = elemSizeOf(dtype);
   if (elemSize == 0 || !a || !b) return cudaErrorInvalidValue;
   return enqueueElementwise(dtype, makeArgs(dst, a, b, count, elemSize, op, finalize), stream);
@@ -72,6 +77,7 @@ int reduceArraysAsync(void* dst, const void* a, const void* b, size_t count, loo
 
 int copyArrayAsync(void* dst, const void* src, size_t count, loomDataType_t dtype, const ReduceOp& op, bool finalize,
                    Stream stream) {
+  FAKECUDA_ENTRY();
   const size_t elemSize = elemSizeOf(dtype);
   if (elemSize == 0 || !src) return cudaErrorInvalidValue;
   if (!finalize || op.post == PostOpKind::None) {
@@ -82,6 +88,7 @@ int copyArrayAsync(void* dst, const void* src, size_t count, loomDataType_t dtyp
 }
 
 int enqueueHostFlagWait(const volatile uint32_t* deviceFlag, Stream stream) {
+  FAKECUDA_ENTRY();
   streamGateKernel.launching();
   auto wait = [deviceFlag] {
     while (std::atomic_ref<const uint32_t>(*const_cast<const uint32_t*>(deviceFlag)).load(std::memory_order_acquire) == 0)
@@ -91,12 +98,14 @@ int enqueueHostFlagWait(const volatile uint32_t* deviceFlag, Stream stream) {
 }
 
 int planKernelCapacity(int device, uint32_t* blocks) {
+  FAKECUDA_ENTRY();
   if (device < 0 || device >= fakecuda::deviceCount()) return cudaErrorInvalidDevice;
   *blocks = fakecuda::residentBlocks();
   return cudaSuccess;
 }
 
 int launchDevicePlanSequence(const DeviceLaunchArgs& args, uint32_t blocks, loomDataType_t dtype, Stream stream) {
+  FAKECUDA_ENTRY();
   if (blocks == 0) return cudaSuccess;
   if (!args.sequence || elemSizeOf(dtype) == 0) return cudaErrorInvalidValue;
   if (blocks > fakecuda::residentBlocks()) return cudaErrorCooperativeLaunchTooLarge;

@@ -114,6 +114,7 @@ cudaError_t onLegacyAndWait(std::function<void()> work, NodeKind kind) {
 }
 
 CUresult fakePointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  FAKECUDA_ENTRY_NAMED("cuPointerGetAttribute");
   if (attribute != CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE) return CUDA_ERROR_NOT_SUPPORTED;
   uintptr_t base = 0;
   Allocation a;
@@ -125,6 +126,7 @@ CUresult fakePointerGetAttribute(void* data, CUpointer_attribute attribute, CUde
 bool validDevice(int device) { return device >= 0 && device < deviceCount(); }
 
 CUresult fakeDeviceGet(CUdevice* device, int ordinal) {
+  FAKECUDA_ENTRY_NAMED("cuDeviceGet");
   if (!validDevice(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
   *device = ordinal;
   return CUDA_SUCCESS;
@@ -132,6 +134,7 @@ CUresult fakeDeviceGet(CUdevice* device, int ordinal) {
 
 
 CUresult fakePrimaryCtxGetState(CUdevice device, unsigned int* flags, int* active) {
+  FAKECUDA_ENTRY_NAMED("cuDevicePrimaryCtxGetState");
   if (!validDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
   *flags = 0;
   *active = touched[device] ? 1 : 0;
@@ -149,8 +152,14 @@ using namespace fakecuda;
 
 // ---- Errors and devices
 
-cudaError_t cudaGetLastError() { return takeLastError(); }
-cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
+cudaError_t cudaGetLastError() {
+  FAKECUDA_ENTRY();
+  return takeLastError();
+}
+cudaError_t cudaPeekAtLastError() {
+  FAKECUDA_ENTRY();
+  return cudaSuccess;
+}
 
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
@@ -172,27 +181,32 @@ const char* cudaGetErrorString(cudaError_t error) {
 }
 
 cudaError_t cudaGetDeviceCount(int* count) {
+  FAKECUDA_ENTRY();
   *count = deviceCount();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
+  FAKECUDA_ENTRY();
   if (!validDevice(device)) return fail(cudaErrorInvalidDevice);
   setCurrentDevice(device);
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int* device) {
+  FAKECUDA_ENTRY();
   *device = currentDevice();
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  FAKECUDA_ENTRY();
   implicitSynchronization();
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  FAKECUDA_ENTRY();
   if (!validDevice(device)) return fail(cudaErrorInvalidDevice);
   if (attribute != cudaDevAttrMultiProcessorCount) return fail(cudaErrorNotSupported);
   *value = static_cast<int>(residentBlocks());
@@ -200,6 +214,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  FAKECUDA_ENTRY();
   if (!validDevice(device)) return fail(cudaErrorInvalidDevice);
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "FakeCuda device %d (the CUDA test double)", device);
@@ -210,12 +225,14 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 }
 
 cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
+  FAKECUDA_ENTRY();
   if (!validDevice(device)) return fail(cudaErrorInvalidDevice);
   std::snprintf(pciBusId, static_cast<size_t>(len), "0000:%02x:00.0", 0x10 + device);
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) {
+  FAKECUDA_ENTRY();
   unsigned domain = 0, bus = 0;
   if (std::sscanf(pciBusId, "%x:%x", &domain, &bus) != 2 || !validDevice(static_cast<int>(bus) - 0x10))
     return fail(cudaErrorInvalidDevice);
@@ -224,12 +241,14 @@ cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) {
 }
 
 cudaError_t cudaDeviceCanAccessPeer(int* canAccess, int device, int peerDevice) {
+  FAKECUDA_ENTRY();
   if (!validDevice(device) || !validDevice(peerDevice)) return fail(cudaErrorInvalidDevice);
   *canAccess = device != peerDevice;
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int) {
+  FAKECUDA_ENTRY();
   if (!validDevice(peerDevice) || peerDevice == currentDevice()) return fail(cudaErrorInvalidDevice);
   std::lock_guard<std::mutex> lock(memory().mutex);
   if (!memory().peerAccess.emplace(currentDevice(), peerDevice).second) return fail(cudaErrorPeerAccessAlreadyEnabled);
@@ -238,6 +257,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int) {
 
 cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int, unsigned long long,
                                              cudaDriverEntryPointQueryResult* driverStatus) {
+  FAKECUDA_ENTRY();
   *funcPtr = std::strcmp(symbol, "cuPointerGetAttribute") == 0        ? reinterpret_cast<void*>(&fakePointerGetAttribute)
              : std::strcmp(symbol, "cuDeviceGet") == 0                ? reinterpret_cast<void*>(&fakeDeviceGet)
              : std::strcmp(symbol, "cuDevicePrimaryCtxGetState") == 0 ? reinterpret_cast<void*>(&fakePrimaryCtxGetState)
@@ -250,41 +270,51 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr,
 // ---- Memory
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  FAKECUDA_ENTRY();
   implicitSynchronization();
   *devPtr = allocate(size, cudaMemoryTypeDevice, true);
   return *devPtr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaFree(void* devPtr) {
+  FAKECUDA_ENTRY();
   implicitSynchronization();
   return release(devPtr, cudaMemoryTypeDevice);
 }
 
 cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int) {
+  FAKECUDA_ENTRY();
   implicitSynchronization();
   *devPtr = allocate(size, cudaMemoryTypeManaged, false);
   return *devPtr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int) {
+  FAKECUDA_ENTRY();
   implicitSynchronization();
   *pHost = allocate(size, cudaMemoryTypeHost, false);
   return *pHost ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
-cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, 0); }
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  FAKECUDA_ENTRY();
+  return cudaHostAlloc(ptr, size, 0);
+}
 
 cudaError_t cudaFreeHost(void* ptr) {
+  FAKECUDA_ENTRY();
   implicitSynchronization();
   return release(ptr, cudaMemoryTypeHost);
 }
 
 cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int) {
+  FAKECUDA_ENTRY();
   *pDevice = pHost;  // one address space
   return cudaSuccess;
 }
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  FAKECUDA_ENTRY();
   *attributes = cudaPointerAttributes{};
   attributes->type = cudaMemoryTypeUnregistered;
   uintptr_t base = 0;
@@ -299,36 +329,46 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind) {
+  FAKECUDA_ENTRY();
   countIfHostToDevice(dst, src);
   return onLegacyAndWait([=] { std::memmove(dst, src, count); }, NodeKind::Memcpy);
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind, cudaStream_t stream) {
+  FAKECUDA_ENTRY();
   countIfHostToDevice(dst, src);
   return enqueueOrFail(stream, [=] { std::memmove(dst, src, count); }, NodeKind::Memcpy);
 }
 
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  FAKECUDA_ENTRY();
   return onLegacyAndWait([=] { std::memset(devPtr, value, count); }, NodeKind::Memset);
 }
 
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  FAKECUDA_ENTRY();
   return enqueueOrFail(stream, [=] { std::memset(devPtr, value, count); }, NodeKind::Memset);
 }
 
 // Stream-ordered memory: the allocation exists at once (the stream's order is what makes it safe to
 // use); the free waits its turn on the stream. No implicit synchronization, as on a GPU.
 cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPoolProps* props) {
+  FAKECUDA_ENTRY();
   *memPool = new CUmemPoolHandle_st{props->location.id};
   return cudaSuccess;
 }
 cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
+  FAKECUDA_ENTRY();
   delete memPool;
   return cudaSuccess;
 }
-cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) {
+  FAKECUDA_ENTRY();
+  return cudaSuccess;
+}
 
 cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t, cudaStream_t stream) {
+  FAKECUDA_ENTRY();
   std::shared_ptr<Stream> s = streamOf(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   *ptr = allocate(size, cudaMemoryTypeDevice, false);
@@ -342,10 +382,12 @@ cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t, cuda
 }
 
 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
+  FAKECUDA_ENTRY();
   return cudaMallocFromPoolAsync(devPtr, size, nullptr, stream);
 }
 
 cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
+  FAKECUDA_ENTRY();
   std::shared_ptr<Stream> s = streamOf(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   if (s->capture()) return enqueueOrFail(stream, [] {}, NodeKind::MemFree);  // the graph's memory goes with it
@@ -355,35 +397,46 @@ cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
 // CUDA IPC: a handle names the block and its process; only the exporting process could map it, and it
 // never needs to (it has the address), so opening one is refused.
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
+  FAKECUDA_ENTRY();
   *handle = cudaIpcMemHandle_t{};
   const uint64_t where[2] = {reinterpret_cast<uint64_t>(devPtr), static_cast<uint64_t>(getpid())};
   std::memcpy(handle->reserved, where, sizeof where);
   return cudaSuccess;
 }
-cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned int) { return fail(cudaErrorNotSupported); }
-cudaError_t cudaIpcCloseMemHandle(void*) { return cudaSuccess; }
+cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned int) {
+  FAKECUDA_ENTRY();
+  return fail(cudaErrorNotSupported);
+}
+cudaError_t cudaIpcCloseMemHandle(void*) {
+  FAKECUDA_ENTRY();
+  return cudaSuccess;
+}
 
 // ---- Streams and events
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  FAKECUDA_ENTRY();
   touch();
   *stream = createStream(true);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  FAKECUDA_ENTRY();
   touch();
   *stream = createStream((flags & cudaStreamNonBlocking) == 0);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  FAKECUDA_ENTRY();
   if (!stream || stream == cudaStreamLegacy) return fail(cudaErrorInvalidResourceHandle);
   destroyStream(stream);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  FAKECUDA_ENTRY();
   countHostWait();
   DoneRef done = enqueue(stream, nullptr);  // on the legacy stream this also waits for the blocking ones
   if (!done) return fail(cudaErrorInvalidResourceHandle);
@@ -392,6 +445,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  FAKECUDA_ENTRY();
   // An event recorded in a capture: the stream joins that capture (its later work becomes the graph's).
   if (GraphRef graph = event->done ? event->done->capture() : nullptr) {
     std::shared_ptr<Stream> s = streamOf(stream);
@@ -405,20 +459,27 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  FAKECUDA_ENTRY();
   return enqueueOrFail(stream, [fn, userData] { fn(userData); }, NodeKind::Host);
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  FAKECUDA_ENTRY();
   *event = new CUevent_st;
   return cudaSuccess;
 }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  FAKECUDA_ENTRY();
+  return cudaEventCreate(event);
+}
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  FAKECUDA_ENTRY();
   delete event;
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  FAKECUDA_ENTRY();
   DoneRef done = enqueue(stream, nullptr);
   if (!done) return fail(cudaErrorInvalidResourceHandle);
   event->done = std::move(done);
@@ -426,16 +487,19 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  FAKECUDA_ENTRY();
   return !event->done || event->done->isSet() ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  FAKECUDA_ENTRY();
   countHostWait();
   if (event->done) event->done->wait();
   return cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  FAKECUDA_ENTRY();
   if (!start->done || !end->done || !start->done->isSet() || !end->done->isSet()) return fail(cudaErrorNotReady);
   *ms = std::chrono::duration<float, std::milli>(end->done->when() - start->done->when()).count();
   return cudaSuccess;

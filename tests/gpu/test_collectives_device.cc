@@ -343,6 +343,26 @@ TEST_P(DeviceCollectives, Large) {
                              .counts = {(size_t{1} << 20) + 5}}});
 }
 
+// Plans whose encoding is larger than a launch slot (hundreds of steps per lane: small chunks over a
+// large buffer), several collectives in a row: the first launch of each shape sends its encoding from
+// pageable memory. It used to take a pinned block, and with the warmed ones held by launches in flight
+// a fresh cudaHostAlloc synchronized the device while a peer's kernel waited for this rank's launch:
+// every rank hung until the timeout.
+TEST_P(DeviceCollectives, EncodingsLargerThanASlot) {
+  if (gpuMode() != GpuMode::Plans) GTEST_SKIP() << "rank threads as plan kernels only";
+  if (GetParam() != 3) GTEST_SKIP() << "one rank count suffices";
+  setenv("LOOM_ALGO", "direct", 1);
+  setenv("LOOM_CHUNK_BYTES", "16384", 1);
+  setenv("LOOM_NCHANNELS", "1", 1);
+  expectPasses(GetParam(), {{.colls = {Coll::AllGather, Coll::AllReduce, Coll::ReduceScatter},
+                             .dtypes = {loomFloat32},
+                             .ops = {Op::Sum},
+                             .counts = {(size_t{1} << 20) + 5}}});
+  unsetenv("LOOM_ALGO");
+  unsetenv("LOOM_CHUNK_BYTES");
+  unsetenv("LOOM_NCHANNELS");
+}
+
 // Ranks that are threads of one process write into each other's buffers directly where the receiver
 // waits first (the p2p transport's direct mode); the same collectives with it off (LOOM_P2P_DIRECT=0,
 // read at every launch) put every message through the FIFO slots.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithms/collective_words.h"
+#include "algorithms/machine_model.h"
 #include "algorithms/registry.h"
 #include "base/settings.h"
 #include "base/settings_files.h"
@@ -162,6 +163,27 @@ json ringFacts(const SystemGraph& g, int ranks, double copyGbs, Status* status) 
   json placement = json::array();
   for (const RankPlacement& p : job.placements) placement.push_back({{"gpu", p.gpu}, {"numa", p.numa}});
   j["placement"] = placement;
+  // The machine a communicator of these ranks prices plan kernels on (its device tuner); ranks sharing a
+  // GPU divide its copy rate, measured here as a communicator's setup measures it.
+  if (g.gpuCount() > 0) {
+    double gpuCopyGbs = static_cast<double>(settingInt(Setting::GpuCopyGbs));
+    std::string source = "LOOM_GPU_COPY_GBS";
+    if (gpuCopyGbs <= 0 && ranksPerGpu(job) > 1) {
+      gpuCopyGbs = device::gpuCopyRateGbs(0);
+      source = gpuCopyGbs > 0 ? "measured on CUDA device 0" : fmt::format("assumed ({:.0f} GB/s)", kGpuCopyGbsUnknown);
+    } else if (gpuCopyGbs <= 0) {
+      source = "not used: no GPU is shared";
+    }
+    const MachineModel m = jobMachine(job, MemorySide::Device, GpuSharing{gpuCopyGbs, 0});
+    j["device_model"] = {{"ranks_per_gpu", ranksPerGpu(job)},
+                         {"gpu_copy_gbs", gpuCopyGbs},
+                         {"gpu_copy_source", source},
+                         {"intra_gbs", m.intraGbs},
+                         {"intra_latency_us", m.intraLatencyUs},
+                         {"lane_gbs", m.copyGbs},
+                         {"step_us", m.stepUs},
+                         {"launch_us", m.launchUs}};
+  }
   return j;
 }
 

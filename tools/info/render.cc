@@ -73,6 +73,16 @@ void renderRings(std::string* out, const json& r) {
                                              : "");
   size_t c = 0;
   for (const json& ring : r["rings"]) line(out, "  ring {:<3} {}", c++, joined(ring));
+  if (r.contains("device_model")) {
+    const json& d = r["device_model"];
+    line(out, "  device model    {:.0f} GB/s per rank into the fabric ({} rank(s) per GPU, GPU copy {}), lanes of "
+              "{:.0f} GB/s in parallel, {:.1f} us per step, {:.1f} us per launch",
+         d["intra_gbs"].get<double>(), d["ranks_per_gpu"].get<int>(),
+         d["gpu_copy_gbs"].get<double>() > 0 ? fmt::format("{:.0f} GB/s, {}", d["gpu_copy_gbs"].get<double>(),
+                                                            d["gpu_copy_source"].get<std::string>())
+                                              : d["gpu_copy_source"].get<std::string>(),
+         d["lane_gbs"].get<double>(), d["step_us"].get<double>(), d["launch_us"].get<double>());
+  }
   std::string placed;
   int rank = 0;
   for (const json& p : r["placement"]) {

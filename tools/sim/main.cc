@@ -49,9 +49,9 @@ int main(int argc, char** argv) {
       {"--latency-us", "latency_us", 0,
        "latency of one message inside a node, and between nodes unless --net-latency-us is given (default 2)"},
       {"--net-latency-us", "net_latency_us", 0, "latency of one message between nodes"},
-      {"--step-us", "step_us", 0, "executor time per plan step; a rank runs its steps one at a time (default 0.2)"},
+      {"--step-us", "step_us", 0, "executor time per plan step; a rank runs its steps one at a time (device memory: each lane its own, side by side) (default 0.2)"},
       {"--launch-us", "launch_us", 0, "time per operation before its first step: a kernel launch (device memory)"},
-      {"--copy-gbs", "copy_gbs", 0, "a rank's copy/reduce rate for the bytes of each step; 0: free (default)"},
+      {"--copy-gbs", "copy_gbs", 0, "a rank's copy/reduce rate for the bytes of each step (device memory with --topo: a lane's, 30); 0: free (default)"},
       {"--fifo-slots", "fifo_slots", 0, "messages in flight per connection (default: a communicator's, 4)"},
   };
   app.add_option("coll", collName, "all_reduce, broadcast, reduce, all_gather, reduce_scatter, alltoall, gather, scatter")

@@ -14,17 +14,23 @@ namespace {
 
 std::string joined(const std::vector<int>& ranks) {
   std::string text;
-  for (int r : ranks) text += (text.empty() ? "" : " ") + std::to_string(r);
+  for (int r : ranks) {
+    if (!text.empty()) text += ' ';
+    text += std::to_string(r);
+  }
   return text;
 }
 
 nlohmann::ordered_json modelJson(const Tuner& tuner) {
-  const MachineModel& m = tuner.machine();
+  const MachineModel m = tuner.machine();
   nlohmann::ordered_json j;
   j["ranks_per_node"] = m.ranksInNode();
   j["intra_gbs"] = m.intraGbs;
   j["intra_latency_us"] = m.intraLatencyUs;
   j["copy_gbs"] = m.copyGbs;
+  j["lanes_in_parallel"] = m.lanesInParallel;
+  j["step_us"] = m.stepUs;
+  j["launch_us"] = m.launchUs;
   j["nics_per_node"] = m.nicsPerNode;
   j["nic_gbs"] = m.nicGbs;
   j["net_latency_us"] = m.netLatencyUs;

@@ -17,14 +17,23 @@ namespace {
 
 Tuner& tunerFor(loomComm_t comm, PlanFor target) { return target == PlanFor::Host ? *comm->tuner : *comm->deviceTuner; }
 
-TuneRequest tuneRequestOf(loomComm_t comm, const Operation& op) {
+TuneRequest tuneRequestOf(loomComm_t comm, const Operation& op, PlanFor target) {
   TuneRequest t;
   t.coll = op.coll;
   t.count = op.count;
   t.elemSize = dataTypeSize(op.dtype);
   t.root = op.root;
-  t.slotBytes = comm->transports->slotBytes();
-  t.maxChannels = comm->transports->nchannels();
+  if (target == PlanFor::Device && comm->device &&
+      comm->device->planKernelSetup() == device::PlanKernelSetup::Ready) {
+    // A plan kernel's channels and slots are the GPU FIFOs'. (A prediction before the first device
+    // operation set them up prices the host transports' instead.)
+    const device::DeviceFabric fabric = comm->device->fabric();
+    t.slotBytes = fabric.slotBytes;
+    t.maxChannels = fabric.maxChannels;
+  } else {
+    t.slotBytes = comm->transports->slotBytes();
+    t.maxChannels = comm->transports->nchannels();
+  }
   t.forcedAlgorithm = comm->settings.algorithmRules.forCall(op.coll, callBytes(op.coll, op.count, t.elemSize, comm->nranks));
   t.forcedChunkBytes = comm->settings.forcedChunkBytes;
   t.forcedChannels = comm->settings.forcedChannels;
@@ -36,7 +45,7 @@ TuneRequest tuneRequestOf(loomComm_t comm, const Operation& op) {
 Status chooseTunedPlan(loomComm_t comm, const Operation& op, PlanFor target, Algorithm* algo, PlanRequest* req,
                        std::string* note) {
   Tuner& tuner = tunerFor(comm, target);
-  const TuneRequest t = tuneRequestOf(comm, op);
+  const TuneRequest t = tuneRequestOf(comm, op, target);
   TuneChoice choice;
   LOOM_TRY(tuner.choosePlan(t, &choice));
   *algo = choice.algorithm;
@@ -215,7 +224,7 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, Plan
 
 Status predictCollective(loomComm_t comm, const Operation& op, PlanFor target, double* us) {
   Tuner& tuner = tunerFor(comm, target);
-  const TuneRequest t = tuneRequestOf(comm, op);
+  const TuneRequest t = tuneRequestOf(comm, op, target);
   TuneChoice choice;
   LOOM_TRY(tuner.choosePlan(t, &choice));
   return tuner.predict(t, choice, us);

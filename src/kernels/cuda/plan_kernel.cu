@@ -51,11 +51,14 @@ class DevicePlatform {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
   }
-  // Spin a few rounds (a message is often about to land), then sleep, leaving issue slots and memory
-  // bandwidth to the blocks that work. The backoff stops growing at about a microsecond, so that a
-  // message that lands is not left waiting long.
+  // Spin first: a plan kernel's block has its SM to itself (its registers allow one block per SM), so a
+  // sleep frees issue slots for nobody and only adds its wake-up to the wait. Each round is a poll
+  // across the fabric (about half a microsecond), so 32 rounds spin for about 15 us, longer than a
+  // step's handshake takes; only a lane left waiting longer (its peer far behind) backs off, to at most
+  // a microsecond per round, sparing the memory system its polls.
   __device__ static void pause(uint32_t round) {
-    if (round >= 4) __nanosleep(round < 10 ? 1u << round : 1024u);
+    constexpr uint32_t kSpinRounds = 32;
+    if (round >= kSpinRounds) __nanosleep(round < kSpinRounds + 5 ? 64u << (round - kSpinRounds) : 1024u);
   }
 
  private:

@@ -104,6 +104,39 @@ TEST(PlanSimulator, RankEngineRunsOneStepAtATime) {
   EXPECT_GE(r.busiestUs, 20 * 0.5 - 1e-9);
 }
 
+TEST(PlanSimulator, LanesInParallelRunTheirStepsSideBySide) {
+  // The same two lanes on a GPU's machine: each lane its own engine, so 10 steps of 0.5 us each side
+  // by side (plus the hop), where one engine needs 20.
+  std::vector<Step> a, b, ra, rb;
+  for (int i = 0; i < 10; ++i) {
+    a.push_back(sendStep(1, sendRef(i), 1));
+    b.push_back(sendStep(2, sendRef(i), 1));
+    ra.push_back(recvStep(0, recvRef(i), 1));
+    rb.push_back(recvStep(0, recvRef(i), 1));
+  }
+  const std::vector<Plan> plans = {plan(3, 0, {a, b}), plan(3, 1, {ra}), plan(3, 2, {rb})};
+  MachineModel m = machine(3);
+  m.fifoSlots = 16;
+  m.lanesInParallel = true;
+  SimulationResult r;
+  ASSERT_TRUE(simulatePlans(m, plans, 4, &r).ok());
+  EXPECT_LT(r.timeUs, 20 * 0.5);
+  EXPECT_GE(r.timeUs, 10 * 0.5);
+  EXPECT_NEAR(r.busiestUs, 10 * 0.5, 1e-6);  // one lane's steps
+  // Each lane copies at copyGbs; the rank's port (intraGbs) still caps their sum: two lanes of 1 MB at
+  // 1 GB/s each take 1000 us side by side, and a port of 1 GB/s makes it 2000.
+  const std::vector<Plan> big = {
+      plan(3, 0, {{sendStep(1, sendRef(0), 250000)}, {sendStep(2, sendRef(0), 250000)}}),
+      plan(3, 1, {{recvStep(0, recvRef(0), 250000)}}), plan(3, 2, {{recvStep(0, recvRef(0), 250000)}})};
+  m.copyGbs = 1;
+  m.intraGbs = 100;
+  ASSERT_TRUE(simulatePlans(m, big, 4, &r).ok());
+  EXPECT_LT(r.timeUs, 1500);
+  m.intraGbs = 1;
+  ASSERT_TRUE(simulatePlans(m, big, 4, &r).ok());
+  EXPECT_GE(r.timeUs, 2000);
+}
+
 TEST(PlanSimulator, SharedPortsSerializeTransfers) {
   // Ranks 1 and 2 send 1 MB each to rank 0: its receiving port takes 2 x 100 us.
   const std::vector<Plan> plans = {

@@ -245,6 +245,49 @@ TEST(JobTopology, TheDeviceModelTellsNvlinkFromPcie) {
   EXPECT_NE(choices[0], choices[1]);
 }
 
+// Ranks sharing one GPU move their bytes through its memory: the device machine's fabric is that GPU's
+// copy rate divided among them (the measured one, else the assumed), its lanes run in parallel, and the
+// device tuner splits a large operation over many channels and a small one over few.
+TEST(JobMachine, RanksSharingAGpuShareItsCopyRate) {
+  JobTopology job;
+  job.nranks = 2;
+  job.placements.resize(2);
+  for (RankPlacement& p : job.placements) {
+    p.hostHash = 7;
+    p.gpu = 0;
+  }
+  EXPECT_EQ(ranksPerGpu(job), 2);
+  const MachineModel measured = jobMachine(job, MemorySide::Device, GpuSharing{1000, 0});
+  EXPECT_DOUBLE_EQ(measured.intraGbs, 500);
+  EXPECT_TRUE(measured.lanesInParallel);
+  EXPECT_DOUBLE_EQ(measured.copyGbs, kDeviceLaneGbs);
+  EXPECT_DOUBLE_EQ(jobMachine(job, MemorySide::Device).intraGbs, kGpuCopyGbsUnknown / 2);
+  EXPECT_FALSE(jobMachine(job, MemorySide::Host).lanesInParallel);
+  // Ranks on GPUs of their own keep the fabric's rate.
+  job.placements[1].gpu = 1;
+  EXPECT_EQ(ranksPerGpu(job), 1);
+  EXPECT_DOUBLE_EQ(jobMachine(job, MemorySide::Device, GpuSharing{1000, 0}).intraGbs, defaultMachine(2, 0).intraGbs);
+  // Unless the CUDA devices say otherwise (ranks on a GPU the host graph does not list).
+  EXPECT_DOUBLE_EQ(jobMachine(job, MemorySide::Device, GpuSharing{1000, 2}).intraGbs, 500);
+  job.placements[1].gpu = 0;
+
+  Tuner tuner(measured);
+  auto channelsFor = [&](uint64_t bytes) {
+    TuneRequest req;
+    req.coll = Collective::AllReduce;
+    req.count = bytes / 4;
+    req.elemSize = 4;
+    req.slotBytes = 128 << 10;
+    req.maxChannels = 32;
+    TuneChoice choice;
+    EXPECT_TRUE(tuner.choosePlan(req, &choice).ok());
+    return choice.nchannels;
+  };
+  EXPECT_EQ(channelsFor(8), 1);
+  // 1 GiB: 500 GB/s of fabric per rank takes at least 17 lanes of 30 GB/s.
+  EXPECT_GE(channelsFor(uint64_t{1} << 30), 16);
+}
+
 }  // namespace
 }  // namespace loom::testing
 

@@ -1,0 +1,93 @@
+// The device tuner on the machine its plan kernels run on (src/core/job_setup.h, adoptDeviceFabric):
+// once two rank threads sharing one GPU set plan kernels up, their device tuner prices plans with that
+// GPU's copy rate divided between them (measured at the setup: on FakeCuda a host memcpy, so only its
+// presence is checked, and LOOM_GPU_COPY_GBS's value exactly), its lanes in parallel, and chooses a
+// channel count from the FIFOs' channels within the lane budget: one for a small operation, and, on a
+// GPU's copy rate, many for a large one. FakeCuda only: it reads the communicator's tuner.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "../api/harness.h"
+#include "core/communicator.h"
+#include "core/run/planner.h"
+#include "device_cases.h"
+#include "gpu_support.h"
+
+namespace loomgpu {
+namespace {
+
+constexpr int kFabricRanks = 2;
+constexpr size_t kFabricCount = 1024;
+
+// One all-reduce of device buffers sets plan kernels up; then the device tuner's machine and choices.
+std::string checkFabric(loomtest::RankContext& ctx, double wantCopyGbs) {
+  cudaCheck(cudaSetDevice(0), "cudaSetDevice");
+  cudaStream_t stream = nullptr;
+  cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  DeviceBuffer send(kFabricCount * sizeof(float), 3), recv(kFabricCount * sizeof(float), 5);
+  std::vector<float> input(kFabricCount, 1.0f);
+  send.upload(input.data(), kFabricCount * sizeof(float));
+  if (std::string met = meetOnTheHost(ctx); !met.empty()) return met;
+  std::string problems;
+  if (loomAllReduce(send.data(), recv.data(), kFabricCount, loomFloat32, loomSum, ctx.comm, stream) != loomSuccess)
+    problems += " all-reduce: " + std::string(loomGetLastError(ctx.comm)) + ";";
+  cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  if (problems.empty()) {
+    const loom::MachineModel m = ctx.comm->deviceTuner->machine();
+    const loom::device::DeviceFabric fabric = ctx.comm->device->fabric();
+    if (!m.lanesInParallel) problems += " the device machine's lanes do not run in parallel;";
+    if (!(fabric.gpuCopyGbs > 0)) problems += " no GPU copy rate was measured;";
+    if (wantCopyGbs > 0 && fabric.gpuCopyGbs != wantCopyGbs)
+      problems += " copy rate " + std::to_string(fabric.gpuCopyGbs) + " GB/s, want LOOM_GPU_COPY_GBS's;";
+    if (m.intraGbs != fabric.gpuCopyGbs / kFabricRanks)
+      problems += " fabric " + std::to_string(m.intraGbs) + " GB/s, want the copy rate " +
+                  std::to_string(fabric.gpuCopyGbs) + " over " + std::to_string(kFabricRanks) + " ranks;";
+    if (fabric.maxChannels <= 2) problems += " only " + std::to_string(fabric.maxChannels) + " device channels;";
+    auto channelsFor = [&](size_t count) {
+      loom::Operation op;
+      op.comm = ctx.comm;
+      op.count = count;
+      loom::Algorithm algo{};
+      loom::PlanRequest req;
+      std::string note;
+      const loom::Status chosen = loom::chooseTunedPlan(ctx.comm, op, loom::PlanFor::Device, &algo, &req, &note);
+      return chosen.ok() ? req.nchannels : -1;
+    };
+    // Many channels pay only where the fabric is many lanes wide (800 GB/s here; FakeCuda's own copy
+    // rate, a host memcpy, is about one lane's).
+    const int small = channelsFor(2), large = channelsFor(size_t{1} << 28);
+    if (small != 1) problems += " an 8-byte all-reduce gets " + std::to_string(small) + " channels;";
+    if (wantCopyGbs > 0 && (large <= 2 || large > fabric.maxChannels))
+      problems += " a 1 GiB all-reduce gets " + std::to_string(large) + " channels of " +
+                  std::to_string(fabric.maxChannels) + ";";
+  }
+  problems += send.checkGuards("send") + recv.checkGuards("recv");
+  if (std::string met = meetOnTheHost(ctx); !met.empty()) problems += met;  // before the buffers go
+  cudaStreamDestroy(stream);
+  return problems;
+}
+
+TEST(DeviceFabric, RanksSharingAGpuPriceItsMeasuredCopyRate) {
+  loomtest::RunOptions run;
+  run.timeoutSec = 120;
+  EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kFabricRanks, run,
+                               [](loomtest::RankContext& ctx) { return checkFabric(ctx, 0); }),
+            "");
+}
+
+TEST(DeviceFabric, TheCopyRateASettingGives) {
+  setenv("LOOM_GPU_COPY_GBS", "800", 1);
+  loomtest::RunOptions run;
+  run.timeoutSec = 120;
+  EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kFabricRanks, run,
+                               [](loomtest::RankContext& ctx) { return checkFabric(ctx, 800); }),
+            "");
+  unsetenv("LOOM_GPU_COPY_GBS");
+}
+
+}  // namespace
+}  // namespace loomgpu
