@@ -86,8 +86,8 @@ TEST(PlanSimulator, MessagesPipelineUpToTheFifoDepth) {
   EXPECT_NEAR(shallow.timeUs, 8 * (0.4 + 100), 1e-6);
 }
 
-TEST(PlanSimulator, RankEngineRunsOneStepAtATime) {
-  // Two lanes of one rank each send 10 messages: 20 steps of 0.5 us on one engine.
+// Two lanes of rank 0 each send 10 one-element messages, to ranks 1 and 2.
+std::vector<Plan> twoLanesOfTenSends() {
   std::vector<Step> a, b, ra, rb;
   for (int i = 0; i < 10; ++i) {
     a.push_back(sendStep(1, sendRef(i), 1));
@@ -95,7 +95,12 @@ TEST(PlanSimulator, RankEngineRunsOneStepAtATime) {
     ra.push_back(recvStep(0, recvRef(i), 1));
     rb.push_back(recvStep(0, recvRef(i), 1));
   }
-  const std::vector<Plan> plans = {plan(3, 0, {a, b}), plan(3, 1, {ra}), plan(3, 2, {rb})};
+  return {plan(3, 0, {a, b}), plan(3, 1, {ra}), plan(3, 2, {rb})};
+}
+
+TEST(PlanSimulator, RankEngineRunsOneStepAtATime) {
+  // 20 steps of 0.5 us on one engine.
+  const std::vector<Plan> plans = twoLanesOfTenSends();
   MachineModel m = machine(3);
   m.fifoSlots = 16;
   SimulationResult r;
@@ -107,14 +112,7 @@ TEST(PlanSimulator, RankEngineRunsOneStepAtATime) {
 TEST(PlanSimulator, LanesInParallelRunTheirStepsSideBySide) {
   // The same two lanes on a GPU's machine: each lane its own engine, so 10 steps of 0.5 us each side
   // by side (plus the hop), where one engine needs 20.
-  std::vector<Step> a, b, ra, rb;
-  for (int i = 0; i < 10; ++i) {
-    a.push_back(sendStep(1, sendRef(i), 1));
-    b.push_back(sendStep(2, sendRef(i), 1));
-    ra.push_back(recvStep(0, recvRef(i), 1));
-    rb.push_back(recvStep(0, recvRef(i), 1));
-  }
-  const std::vector<Plan> plans = {plan(3, 0, {a, b}), plan(3, 1, {ra}), plan(3, 2, {rb})};
+  const std::vector<Plan> plans = twoLanesOfTenSends();
   MachineModel m = machine(3);
   m.fifoSlots = 16;
   m.lanesInParallel = true;
