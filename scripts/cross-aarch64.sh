@@ -15,7 +15,7 @@ packages=(g++-aarch64-linux-gnu libhwloc-dev:arm64 libfmt-dev:arm64 nlohmann-jso
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then
-  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo_cmd dpkg --add-architecture arm64
+  dpkg --print-foreign-architectures | grep -x arm64 >/dev/null || $sudo_cmd dpkg --add-architecture arm64
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

@@ -63,7 +63,7 @@ unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 export LD_LIBRARY_PATH="$loom_kit/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The linker's own search path: what links with -l outside pkg-config (the torch extension's -lhwloc ...).
 export LIBRARY_PATH="$loom_kit/root/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
-if ! ldconfig -p 2>/dev/null | grep -q 'libudev\.so\.1 '; then LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$loom_kit/fallback"; fi
+if ! ldconfig -p 2>/dev/null | grep 'libudev\.so\.1 ' >/dev/null; then LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$loom_kit/fallback"; fi
 # CMake (meson's fallback finder) looks here too.
 export CMAKE_PREFIX_PATH="$loom_kit/root/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 EOF
@@ -86,7 +86,7 @@ declare -A package_headers=([hwloc]=/usr/include/hwloc.h [fmt]=/usr/include/fmt/
 pack() {
   local check=$1
   [ -f "$build/build.ninja" ] || { echo "gpu-kit: no build in $build (bash scripts/build.sh makes it)" >&2; return 1; }
-  if ! ninja -C "$build" -t targets all | grep -q '^src/kernels/cuda/plan_kernel.o:'; then
+  if ! ninja -C "$build" -t targets all | grep '^src/kernels/cuda/plan_kernel.o:' >/dev/null; then
     echo "gpu-kit: $build was configured without CUDA (nvcc and libcudart_static were not found)" >&2
     return 1
   fi
@@ -196,7 +196,7 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "unity"))')"
   local out="$kit/prebuilt"
   # The binaries as the GPU machine will run them: from prebuilt/, the libraries from the kit.
   ldd "$out/libloom.so" | grep -E 'hwloc|fmt|pugixml'
-  if ldd "$out/libloom.so" "$out/tools/perf/loom-perf" | grep -q 'not found'; then
+  if ldd "$out/libloom.so" "$out/tools/perf/loom-perf" | grep 'not found' >/dev/null; then
     echo "gpu-kit --check: a library the binaries need is neither in the kit nor on the system" >&2
     return 1
   fi

@@ -10,7 +10,7 @@ packages=(g++ meson ninja-build ccache pkg-config libhwloc-dev hwloc libfmt-dev 
 
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
@@ -27,7 +27,7 @@ if command -v nvcc >/dev/null && ! command -v cuobjdump >/dev/null && [ ! -x "$(
 sys.exit(0 if os.path.exists(os.path.join(d, "cuobjdump")) and os.path.exists(os.path.join(d, "nvdisasm")) else 1)'; then
     pip_args=(--disable-pip-version-check -q)
     [ "$(id -u)" -eq 0 ] && pip_args+=(--root-user-action=ignore)
-    python3 -m pip install --help 2>/dev/null | grep -q break-system-packages && pip_args+=(--break-system-packages)
+    python3 -m pip install --help 2>/dev/null | grep break-system-packages >/dev/null && pip_args+=(--break-system-packages)
     python3 -m pip install "${pip_args[@]}" nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37 ||
       echo "install-deps: cuobjdump/nvdisasm not installed: the SASS check will skip" >&2
   fi

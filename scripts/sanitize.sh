@@ -89,7 +89,7 @@ SECONDS=0
 # CUDA build without a GPU): the library is compiled once for both sets of tests.
 setup build-tsan thread auto
 tsan_cuda_tests=()
-if meson test -C build-tsan --list 2>/dev/null | grep -q gpu_plan_interpreter_emulated; then
+if meson test -C build-tsan --list 2>/dev/null | grep gpu_plan_interpreter_emulated >/dev/null; then
   tsan_cuda_tests=(gpu_plan_interpreter_emulated fakecuda_collectives_plans fakecuda_collectives_processes)
 else
   echo "SKIP TSan over the CUDA plan interpreter and FakeCuda: no CUDA toolkit found"
