@@ -98,6 +98,11 @@ PlanKernels::~PlanKernels() {
     }
   }
   netProxy_.reset();  // before the members it calls back into (and the FIFOs it moves) go
+  // Every launch object goes now, while the slot ring they give their slots back to still exists (the
+  // last launch is also held for its event).
+  lastLaunch_.reset();
+  spareLaunches_.clear();
+  pending.clear();
   if (fifos_) {
     DeviceScope scope(fifos_->device());
     for (char* sequence : cache_.takeAll()) cudaFree(sequence);  // the launches that read them have ended
