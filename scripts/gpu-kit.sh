@@ -74,7 +74,7 @@ EOF
 # The binaries scripts/gpu-run.sh runs on the GPU machine (and what the torch extension links), as
 # paths in a build folder; they keep that layout in prebuilt/, where their $ORIGIN run paths still hold.
 prebuilt_targets=(libloom.so tools/perf/loom-perf tests/unit/device/test_device_rules tests/gpu/test_gpu
-                  tests/gpu/loom-gpu-copy-bw src/compat/libnccl.so.2.30.0)
+                  tests/gpu/loom-gpu-copy-bw perf/launch_cost/launch-cost src/compat/libnccl.so.2.30.0)
 kit_limit_mib=40
 build="${LOOM_KIT_BUILD_DIR:-build}"
 # Where each of the kit's packages puts its headers (what a source that uses it includes).

@@ -6,13 +6,14 @@
 #
 #   bash scripts/gpu-run.sh check       (A) probe; smoke tests; the plan-kernel suite; the torch extension
 #                                           built against the machine's torch (for B) while time is left
-#   bash scripts/gpu-run.sh measure     (B) copy limit; loom-perf sweeps (1 rank, 2 rank threads, 2 rank
+#   bash scripts/gpu-run.sh measure     (B) copy limit; the host's work per device call (perf/launch_cost,
+#                                           1 rank and 2 rank threads); loom-perf sweeps (1 rank, 2 rank threads, 2 rank
 #                                           processes) and 8 B latency; torch CUDA tensors over the loom
 #                                           backend, torch's NCCL at 1 rank as the reference row; torch's own
 #                                           NCCL backend over Loom's libnccl.so.2 (1 and 2 processes) and over
 #                                           NVIDIA's (1); while time is left, 2 threads' all_reduce over
 #                                           channels, slots, chunks
-#   bash scripts/gpu-run.sh STEP...     single steps: probe smoke plans extension staged hosts copy perf torch sweep
+#   bash scripts/gpu-run.sh STEP...     single steps: probe smoke plans extension staged hosts copy launch perf torch sweep
 #   bash scripts/gpu-run.sh --dry-run check measure
 #                                       the same steps, selections and summary against FakeCuda (no GPU;
 #                                       CI runs it), with the binaries of the ordinary build (LOOM_BUILD_DIR)
@@ -41,8 +42,8 @@ steps=()
 for arg in "$@"; do
   case "$arg" in
     check) steps+=(probe smoke plans extension) ;;
-    measure) steps+=(copy perf torch sweep) ;;
-    probe|smoke|plans|extension|staged|hosts|copy|perf|torch|sweep) steps+=("$arg") ;;
+    measure) steps+=(copy launch perf torch sweep) ;;
+    probe|smoke|plans|extension|staged|hosts|copy|launch|perf|torch|sweep) steps+=("$arg") ;;
     *) echo "gpu-run: unknown plan or step '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -58,10 +59,11 @@ if [ "$dry" = 1 ]; then
   # variants of the GPU binaries.
   bin="${LOOM_BUILD_DIR:-$root/build}"
   declare -A binary=([tests]=tests/gpu/test_fakecuda [perf]=tests/gpu/loom-perf-fakecuda
-                     [copy]=tests/gpu/loom-gpu-copy-bw-fakecuda)
+                     [copy]=tests/gpu/loom-gpu-copy-bw-fakecuda [launch]=perf/launch_cost/launch-cost-fakecuda)
   mode="dry run against FakeCuda, binaries of $bin"
 else
-  declare -A binary=([tests]=tests/gpu/test_gpu [perf]=tools/perf/loom-perf [copy]=tests/gpu/loom-gpu-copy-bw)
+  declare -A binary=([tests]=tests/gpu/test_gpu [perf]=tools/perf/loom-perf [copy]=tests/gpu/loom-gpu-copy-bw
+                     [launch]=perf/launch_cost/launch-cost)
   if [ ! -f .gpu-kit/env.sh ]; then
     note "gpu-run: no .gpu-kit here: run scripts/gpu-kit.sh on a machine with Debian's registry and carry .gpu-kit"
     exit 2
@@ -133,6 +135,10 @@ for step in "${steps[@]}"; do
     copy)
       ensure_binaries || continue
       step_copy "$bin/${binary[copy]}"
+      ;;
+    launch)
+      ensure_binaries || continue
+      step_launch "$bin/${binary[launch]}"
       ;;
     perf)
       ensure_binaries || continue

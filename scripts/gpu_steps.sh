@@ -39,6 +39,17 @@ step_copy() {
     "$(item_out copy)" >>"$rows"
 }
 
+# The host's work per device call (perf/launch_cost): enqueue time of 1 rank and of 2 rank threads
+# sharing the GPU, per call, p50/p99; its rows into rows.jsonl.
+step_launch() {
+  local binary=$1 json="$items_work/launch-cost.jsonl" args=(--ranks 1,2)
+  if [ "${LOOM_GPU_DRY_RUN:-0}" = 1 ]; then args+=(--bytes 8,1M --warmup 70 --rounds 3 --calls 20); else args+=(--bytes 8,64M); fi
+  LOOM_FAKE_CUDA_BLOCKS=8 item_run launch-cost 10 60 "$binary" "${args[@]}" --json "$json" || return
+  python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    print(json.dumps({"kind": "launch-cost", **json.loads(line)}))' "$json" >>"$rows"
+}
+
 # perf_item NAME CONFIG BINARY ARGS...: one loom-perf run on device buffers, its rows into rows.jsonl.
 perf_item() {
   local name=$1 config=$2 binary=$3
