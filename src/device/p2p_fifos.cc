@@ -231,13 +231,8 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
     otherProcesses = otherProcesses || (!f->netPeers_[r] && !processOf(facts[r]).sameProcess(self));
   BlockOffer block;
   // Ranks that share their GPU with others price their exchanges by its copy rate (device tuner).
-  for (const P2pFacts& gpu : facts) {
-    int onIt = 0;
-    for (const P2pFacts& o : facts) onIt += o.hostHash == gpu.hostHash && o.bus() == gpu.bus() ? 1 : 0;
-    f->ranksPerGpu_ = std::max(f->ranksPerGpu_, onIt);
-    if (onIt > 1 && &gpu == &facts[f->rank_])
-      block.copyGbs = static_cast<float>(gpuCopyRateSettingOrMeasured(device));
-  }
+  for (const P2pFacts& gpu : facts) f->ranksPerGpu_ = std::max(f->ranksPerGpu_, static_cast<int>(p2pRanksOnGpu(facts, gpu)));
+  if (p2pRanksOnGpu(facts, mine) > 1) block.copyGbs = static_cast<float>(gpuCopyRateSettingOrMeasured(device));
   local = f->allocate();
   if (local.ok() && otherProcesses) local = cudaStatus(cudaIpcGetMemHandle(&block.handle, f->own_), "cudaIpcGetMemHandle");
   block.verdict.ok = local.ok();

@@ -80,13 +80,15 @@ std::string p2pSetupRefusal(std::span<const P2pFacts> facts) {
   return "";
 }
 
+uint32_t p2pRanksOnGpu(std::span<const P2pFacts> facts, const P2pFacts& gpu) {
+  uint32_t ranks = 0;
+  for (const P2pFacts& f : facts) ranks += f.hostHash == gpu.hostHash && f.bus() == gpu.bus() ? 1 : 0;
+  return ranks;
+}
+
 uint32_t p2pResidentShare(std::span<const P2pFacts> facts) {
   uint32_t share = UINT32_MAX;
-  for (const P2pFacts& gpu : facts) {
-    uint32_t sharing = 0;
-    for (const P2pFacts& f : facts) sharing += f.hostHash == gpu.hostHash && f.bus() == gpu.bus() ? 1 : 0;
-    share = std::min(share, gpu.residentBlocks / std::max(1u, sharing));
-  }
+  for (const P2pFacts& gpu : facts) share = std::min(share, gpu.residentBlocks / std::max(1u, p2pRanksOnGpu(facts, gpu)));
   return std::max(1u, share);
 }
 

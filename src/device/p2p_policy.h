@@ -57,6 +57,8 @@ struct P2pFacts {
 // The verdict from every rank's facts: "" when plan kernels may be set up, else why not (the first
 // rank with LOOM_DEVICE_PLANS=0, a failed local query, FIFO layouts that differ, a pair refused).
 std::string p2pSetupRefusal(std::span<const P2pFacts> facts);
+// How many ranks of `facts` run on `gpu`'s GPU (same host, same bus id).
+uint32_t p2pRanksOnGpu(std::span<const P2pFacts> facts, const P2pFacts& gpu);
 // The most plan-kernel blocks one rank may have resident: the fewest, over the job's GPUs, of the
 // GPU's resident blocks divided among the ranks on it (same host, same bus id).
 uint32_t p2pResidentShare(std::span<const P2pFacts> facts);

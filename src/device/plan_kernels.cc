@@ -217,13 +217,16 @@ void PlanKernels::checkNetLanesLocked() {
   if (!launches_.empty() || !captured_.empty()) fail(netBroken_);
 }
 
+uint32_t PlanKernels::launchChannels() const {
+  // With network lanes, only their channels reach the peers on other hosts.
+  return netProxy_ ? netFifos_->tables().laneChannels : fifos_->nchannels();
+}
+
 DeviceFabric PlanKernels::fabric() const {
   DeviceFabric f;
   if (!fifos_) return f;
   f.slotBytes = fifos_->slotBytes();
-  // With network lanes, only their channels reach the peers on other hosts.
-  const uint32_t channels = netProxy_ ? netFifos_->tables().laneChannels : fifos_->nchannels();
-  f.maxChannels = static_cast<int>(std::max(1u, std::min(channels, fifos_->laneBudget())));
+  f.maxChannels = static_cast<int>(std::max(1u, std::min(launchChannels(), fifos_->laneBudget())));
   f.gpuCopyGbs = fifos_->gpuCopyGbs();
   f.ranksPerGpu = fifos_->ranksPerGpu();
   return f;
@@ -245,9 +248,7 @@ Status PlanKernels::adjustChannels(Algorithm algo, PlanRequest* req) {
                        "rank's share of its GPU holds resident: use fewer ranks per GPU, or another algorithm "
                        "(LOOM_ALGO)",
                        facts_.describe, collectiveName(req->coll), req->nranks, found->second, fifos_->residentShare());
-  // With network lanes, only their channels reach the peers on other hosts.
-  const uint32_t channels = netProxy_ ? netFifos_->tables().laneChannels : fifos_->nchannels();
-  const DeviceChannelLimits limits{static_cast<int>(channels), fifos_->laneBudget()};
+  const DeviceChannelLimits limits{static_cast<int>(launchChannels()), fifos_->laneBudget()};
   req->nchannels = deviceChannels(req->nchannels, found->second, limits);
   return Status::Ok();
 }
@@ -402,13 +403,12 @@ Status PlanKernels::takeSlot(KernelLaunch* launch) {
     std::shared_ptr<KernelLaunch> oldest;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      size_t freeLeft = 0;
-      int slot = slots_.take(&freeLeft);
+      int slot = slots_.take();
       // Finished launches give their slots back and their failures are reported in one reap once half
       // the ring is in use, and then again once half of what was left free after it is (each reap costs
       // event queries and frees every launch that finished; launches that run long are not queried at
       // every call).
-      if (slot < 0 || freeLeft < reapBelow_) {
+      if (slot < 0 || slots_.freeCount() < reapBelow_) {
         {
           RelaxedCaptureMode relaxed;  // event queries while some thread captures (Run::relaxed says why)
           reapLocked();

@@ -117,6 +117,9 @@ class PlanKernels {
   bool required() const { return required_; }
   int gpu() const { return fifos_ ? fifos_->device() : -1; }
   DeviceFabric fabric() const;  // when Ready
+  // The channels a launch may use: the FIFOs', or with network lanes theirs (only those reach peers on
+  // other hosts).
+  uint32_t launchChannels() const;
   // Collective (every rank of the communicator): device_layer.h's setUpPlanKernels.
   Status setUp(int gpu);
   Status adjustChannels(Algorithm algo, PlanRequest* req);

@@ -23,9 +23,8 @@ Status PlanSlots::allocate(size_t count, size_t bytes) {
   return Status::Ok();
 }
 
-int PlanSlots::take(size_t* freeLeft) {
+int PlanSlots::take() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (freeLeft) *freeLeft = free_.empty() ? 0 : free_.size() - 1;
   if (free_.empty()) return -1;
   const int slot = free_.back();
   free_.pop_back();

@@ -34,8 +34,8 @@ class PlanSlots {
   size_t slotBytes() const { return bytes_; }
   bool allocated() const { return !free_.empty() || count_ > 0; }
 
-  // A free slot's index, or -1 when every slot is in use; *freeLeft: how many are free after it.
-  int take(size_t* freeLeft = nullptr);
+  // A free slot's index, or -1 when every slot is in use.
+  int take();
   size_t count() const { return count_; }
   size_t freeCount();
   void give(int slot);

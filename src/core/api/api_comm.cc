@@ -1,6 +1,5 @@
 // C API: versions, errors, communicator lifecycle and queries, custom reduction operators.
 #include <algorithm>
-#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -65,8 +64,8 @@ Status deferInitRank(const char* api, loomComm_t* out, int nranks, const loomUni
   };
   auto copy = std::make_shared<Deferred>();
   if (config) {
-    if (config->magic != LOOM_CONFIG_MAGIC || config->size < offsetof(loomConfig_t, timeoutMs))
-      return invalidArgument("{}: config was not initialised with LOOM_CONFIG_INITIALIZER", api);
+    CommSettings checked;  // a bad config is refused now, as outside a group
+    LOOM_TRY(readCommSettings(config, &checked).withContext(api));
     std::memcpy(&copy->config, config, std::min(config->size, sizeof copy->config));
     if (config->commName) copy->name = config->commName;
     copy->hasConfig = true;

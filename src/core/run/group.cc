@@ -246,6 +246,7 @@ Routing routeOperations(const std::vector<Operation>& ops) {
 // device_layer.h), then sends to staging whatever they cannot run.
 Status settleKernelRoutes(const std::vector<Operation>& ops, Routing* r) {
   std::vector<std::pair<device::CommDevice*, int>> pending;
+  std::vector<loomComm_t> pendingComms;  // pending's communicators, in its order
   for (size_t i = 0; i < ops.size(); ++i) {
     device::CommDevice* dev = ops[i].comm->device.get();
     if (r->route[i] != Route::Kernel || dev->planKernelSetup() != device::PlanKernelSetup::NotYet) continue;
@@ -262,16 +263,11 @@ Status settleKernelRoutes(const std::vector<Operation>& ops, Routing* r) {
                            operationName(op), op.comm->describe());
     }
     pending.emplace_back(dev, r->where[i].kernelGpu);
+    pendingComms.push_back(ops[i].comm);
   }
   if (!pending.empty()) LOOM_TRY(device::setUpPlanKernels(pending));
-  for (const auto& setUp : pending) {
-    if (setUp.first->planKernelSetup() != device::PlanKernelSetup::Ready) continue;
-    for (const Operation& op : ops)
-      if (op.comm->device.get() == setUp.first) {
-        adoptDeviceFabric(op.comm);
-        break;
-      }
-  }
+  for (loomComm_t comm : pendingComms)
+    if (comm->device->planKernelSetup() == device::PlanKernelSetup::Ready) adoptDeviceFabric(comm);
   for (size_t i = 0; i < ops.size(); ++i) {
     if (r->route[i] != Route::Kernel) continue;
     const device::CommDevice& dev = *ops[i].comm->device;
