@@ -48,6 +48,28 @@ TEST(Api, ErrorStringForEveryResult) {
   EXPECT_NE(loomGetLastError(nullptr), nullptr);
 }
 
+// Inside a group an init is deferred to the group's end, but bad arguments are refused at the call,
+// as outside one: a NULL comm, a config not made with LOOM_CONFIG_INITIALIZER, a negative timeout. The
+// group then ends with nothing to do.
+TEST(Api, GroupedInitRefusesBadArgumentsAtTheCall) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  EXPECT_EQ(loomCommInitRank(nullptr, 2, id, 0), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("comm is NULL"), std::string::npos) << loomGetLastError(nullptr);
+  loomComm_t comm = reinterpret_cast<loomComm_t>(&id);  // not a communicator: the call must not keep it
+  loomConfig_t junk;
+  std::memset(&junk, 0x5a, sizeof junk);
+  EXPECT_EQ(loomCommInitRankConfig(&comm, 2, id, 0, &junk), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("LOOM_CONFIG_INITIALIZER"), std::string::npos)
+      << loomGetLastError(nullptr);
+  loomConfig_t negative = LOOM_CONFIG_INITIALIZER;
+  negative.timeoutMs = -5;
+  EXPECT_EQ(loomCommInitRankConfig(&comm, 2, id, 0, &negative), loomInvalidArgument);
+  EXPECT_NE(std::string(loomGetLastError(nullptr)).find("negative"), std::string::npos) << loomGetLastError(nullptr);
+  EXPECT_EQ(loomGroupEnd(), loomSuccess);
+}
+
 TEST(Api, UniqueIdsDiffer) {
   loomUniqueId a, b;
   ASSERT_EQ(loomGetUniqueId(&a), loomSuccess);
