@@ -46,7 +46,8 @@ typedef struct {
      copy_gbs, fifo_slots. NULL or "": none. */
   const char* machine;
   int maxChannels;          /* channels a communicator has: 0 for 16 (device) or 2 (host) */
-  size_t slotBytes;         /* the transports' largest message: 0 for a communicator's (128 KiB) */
+  size_t slotBytes;         /* the transports' largest message: 0 for a communicator's (128 KiB; on
+                               device memory its plan kernels' FIFO slot: 512 KiB on one node) */
   const char* calibration;  /* host memory: a LOOM_CALIBRATION_FILE; NULL: measured (or copy_gbs) */
 } loomModelConfig_t;
 

@@ -102,12 +102,16 @@ step_sweep() {
     LOOM_DEVICE_PLANS=require LOOM_DEVICE_NCHANNELS=$v perf_item "sweep-channels-$v" "channels=$v" "$binary" all_reduce \
       -t 2 "${sizes[@]}"
   done
-  for v in 2 8 16; do
-    LOOM_DEVICE_PLANS=require LOOM_FIFO_SLOTS=$v perf_item "sweep-slots-$v" "slots=$v" "$binary" all_reduce -t 2 "${sizes[@]}"
+  for v in 2 4 16; do
+    LOOM_DEVICE_PLANS=require LOOM_DEVICE_FIFO_SLOTS=$v perf_item "sweep-slots-$v" "slots=$v" "$binary" all_reduce -t 2 \
+      "${sizes[@]}"
   done
-  for v in 512K 2M; do
-    LOOM_DEVICE_PLANS=require LOOM_CHUNK_BYTES=$(numfmt --from=iec "$v") perf_item "sweep-chunk-$v" "chunk=$v" "$binary" \
-      all_reduce -t 2 "${sizes[@]}"
+  # The step itself: the FIFOs' slot and the tuner's chunk both at the size (the default: 512 KiB slots).
+  for v in 128K 2M; do
+    local bytes
+    bytes=$(numfmt --from=iec "$v")
+    LOOM_DEVICE_PLANS=require LOOM_DEVICE_CHUNK_BYTES=$bytes LOOM_CHUNK_BYTES=$bytes perf_item "sweep-chunk-$v" "chunk=$v" \
+      "$binary" all_reduce -t 2 "${sizes[@]}"
   done
 }
 

@@ -87,8 +87,6 @@ device::CommFacts deviceFacts(loomComm* comm, const std::vector<ProcessIdentity>
   facts.describe = comm->describe();
   facts.exchange = comm->bootstrap.get();
   facts.processes = peers;
-  facts.nslots = comm->settings.nslots;
-  facts.slotBytes = comm->transports->slotBytes();
   facts.timeoutMs = comm->settings.timeoutMs;
   facts.fail = [comm](const Status& error) {
     markCommFailed(comm, error, false);

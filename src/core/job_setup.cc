@@ -136,7 +136,9 @@ MachineModel commMachine(const loomComm& comm, MemorySide side, const GpuSharing
 
 void adoptDeviceFabric(loomComm* comm) {
   const device::DeviceFabric fabric = comm->device->fabric();
-  comm->deviceTuner->setMachine(commMachine(*comm, MemorySide::Device, GpuSharing{fabric.gpuCopyGbs, fabric.ranksPerGpu}));
+  MachineModel m = commMachine(*comm, MemorySide::Device, GpuSharing{fabric.gpuCopyGbs, fabric.ranksPerGpu});
+  m.fifoSlots = fabric.fifoSlots;  // the GPU FIFOs' (LOOM_DEVICE_FIFO_SLOTS), not the host transports'
+  comm->deviceTuner->setMachine(m);
 }
 
 Status setUpJobTopology(loomComm* comm) {

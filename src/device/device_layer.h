@@ -150,8 +150,6 @@ struct CommFacts {
   std::string describe;                     // "comm 'name' rank r/n", for messages
   PeerExchange* exchange = nullptr;         // the bootstrap: collective exchanges at setup
   std::vector<ProcessIdentity> processes;   // by rank
-  size_t nslots = 4;                        // FIFO slots per connection (LOOM_FIFO_SLOTS)
-  size_t slotBytes = 128 << 10;             // bytes per slot (LOOM_CHUNK_BYTES)
   int64_t timeoutMs = 0;                    // a plan kernel's wait without progress this long fails
   // Fails the communicator (its peers are told, later calls refused) with a failure the layer found:
   // a launch that could not be completed, a lane that failed. Thread-safe.
@@ -184,6 +182,7 @@ struct KernelPlan {
 // same on every rank of the communicator.
 struct DeviceFabric {
   uint64_t slotBytes = 0;  // a FIFO slot: no message may be larger
+  int fifoSlots = 1;       // slots per FIFO: messages in flight per peer and channel
   int maxChannels = 1;     // the most channels one operation may use (FIFO channels within the lane budget)
   double gpuCopyGbs = 0;   // the copy rate of the slowest GPU that ranks share (0: none shared, or unknown)
   int ranksPerGpu = 1;     // the most ranks of the communicator on one GPU (same host, same bus id)

@@ -129,9 +129,10 @@ P2pFifos::~P2pFifos() {
 // One FIFO's region: tail and head on their own lines, the size words, the direct-mode posts, the slots,
 // the low-latency slots (zeroed with the rest: no flag is 0).
 size_t P2pFifos::regionBytes() const {
-  return 2 * cuda::kFifoLine + cuda::alignToFifoLine(options_.nslots * sizeof(uint64_t)) +
-         cuda::alignToFifoLine(options_.nslots * sizeof(cuda::DeviceDirectPost)) + options_.nslots * options_.slotBytes +
-         options_.nslots * cuda::kLowLatencySlotBytes;
+  const DeviceFifoLayout& l = options_.layout;
+  return 2 * cuda::kFifoLine + cuda::alignToFifoLine(l.nslots * sizeof(uint64_t)) +
+         cuda::alignToFifoLine(l.nslots * sizeof(cuda::DeviceDirectPost)) + l.nslots * l.slotBytes +
+         l.nslots * cuda::kLowLatencySlotBytes;
 }
 
 size_t P2pFifos::regionOffset(int owner, int sender, uint32_t channel) const {
@@ -152,16 +153,16 @@ void P2pFifos::adoptNetFifos(const NetLaneTables& tables) {
 
 cuda::DeviceFifo P2pFifos::fifoIn(char* ownerBlock, int owner, int sender, uint32_t channel, bool withPosts) const {
   char* region = ownerBlock + regionOffset(owner, sender, channel);
-  const size_t postsAt = 2 * cuda::kFifoLine + cuda::alignToFifoLine(options_.nslots * sizeof(uint64_t));
+  const size_t postsAt = 2 * cuda::kFifoLine + cuda::alignToFifoLine(options_.layout.nslots * sizeof(uint64_t));
   cuda::DeviceFifo f;
   f.tail = reinterpret_cast<uint64_t*>(region);
   f.head = reinterpret_cast<uint64_t*>(region + cuda::kFifoLine);
   f.sizes = reinterpret_cast<uint64_t*>(region + 2 * cuda::kFifoLine);
   if (withPosts) f.posts = reinterpret_cast<cuda::DeviceDirectPost*>(region + postsAt);
-  f.slots = region + postsAt + cuda::alignToFifoLine(options_.nslots * sizeof(cuda::DeviceDirectPost));
-  f.slotBytes = options_.slotBytes;
-  f.nslots = options_.nslots;
-  f.lowLatencySlots = f.slots + options_.nslots * options_.slotBytes;  // GPU memory: 8-byte stores land whole
+  f.slots = region + postsAt + cuda::alignToFifoLine(options_.layout.nslots * sizeof(cuda::DeviceDirectPost));
+  f.slotBytes = options_.layout.slotBytes;
+  f.nslots = options_.layout.nslots;
+  f.lowLatencySlots = f.slots + options_.layout.nslots * options_.layout.slotBytes;  // GPU memory: 8-byte stores land whole
   return f;
 }
 
@@ -193,7 +194,7 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
   f->nranks_ = exchange.nranks();
   f->device_ = device;
   f->options_ = options;
-  f->options_.slotBytes = cuda::alignToFifoLine(options.slotBytes);
+  f->options_.layout.slotBytes = cuda::alignToFifoLine(options.layout.slotBytes);
   DeviceScope scope(device);
   const ProcessIdentity& self = processes[f->rank_];
 
@@ -210,8 +211,8 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
   mine.ok = local.ok();
   if (!local.ok()) setWhy(mine.why, fmt::format("rank {}: {}", f->rank_, local.message()));
   mine.nchannels = f->options_.nchannels;
-  mine.nslots = f->options_.nslots;
-  mine.slotBytes = f->options_.slotBytes;
+  mine.nslots = f->options_.layout.nslots;
+  mine.slotBytes = f->options_.layout.slotBytes;
   mine.netLanes = options.netLanes ? 1 : 0;
   std::vector<P2pFacts> facts(f->nranks_);
   LOOM_TRY(exchange.allGather(&mine, facts.data(), sizeof mine).withContext("p2p transport setup"));
@@ -221,6 +222,14 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
   *why = p2pSetupRefusal(facts);
   if (!why->empty()) return Status::Ok();  // every rank saw the same facts and stops here, nothing allocated
   for (const P2pFacts& o : facts) f->netPeers_.push_back(o.hostHash != self.hostHash);
+  {
+    // The same on every rank (every rank has the same facts): from the host with the most ranks.
+    std::map<uint64_t, size_t> ranksOnHost;
+    size_t mostOnAHost = 1;
+    for (const P2pFacts& o : facts) mostOnAHost = std::max(mostOnAHost, ++ranksOnHost[o.hostHash]);
+    f->options_.layout = layoutForJob(f->options_.layout, ranksOnHost.size(), mostOnAHost, f->options_.nchannels);
+    f->options_.layout.slotBytes = cuda::alignToFifoLine(f->options_.layout.slotBytes);
+  }
   f->residentShare_ = p2pResidentShare(facts);
   f->laneBudget_ = std::max(1u, f->residentShare_ / 2);
 
@@ -290,13 +299,17 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
       const size_t i = static_cast<size_t>(peer) * fifos.options_.nchannels + c;
       fifos.sends_[i] = fifos.fifoIn(fifos.blocks_[peer], peer, fifos.rank_, c, fifos.sameProcess_[peer]);
       fifos.recvs_[i] = fifos.fifoIn(fifos.own_, fifos.rank_, peer, c, fifos.sameProcess_[peer]);
+      // Both ends kernels of this process on this GPU: the counters need only the GPU's coherence (a
+      // peer in another process, even on this GPU, keeps system scope: its mapping is CUDA IPC's).
+      if (fifos.sameProcess_[peer] && facts[peer].device == device)
+        fifos.sends_[i].scope = fifos.recvs_[i].scope = cuda::FifoScope::Gpu;
     }
   }
   LOOM_INFO(Init,
             "rank {}: p2p FIFOs on GPU {} ({} KiB, {} channel(s) x {} slots of {} KiB per peer; launches of at most {} "
             "blocks; CUDA IPC {})",
-            fifos.rank_, mine.bus(), fifos.ownBytes_ >> 10, fifos.options_.nchannels, fifos.options_.nslots,
-            fifos.options_.slotBytes >> 10, fifos.laneBudget_, otherProcesses ? "exported" : "not needed");
+            fifos.rank_, mine.bus(), fifos.ownBytes_ >> 10, fifos.options_.nchannels, fifos.options_.layout.nslots,
+            fifos.options_.layout.slotBytes >> 10, fifos.laneBudget_, otherProcesses ? "exported" : "not needed");
   return Status::Ok();
 }
 

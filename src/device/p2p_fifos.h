@@ -37,6 +37,7 @@
 #include "base/exchange.h"
 #include "base/status.h"
 #include "device/device_layer.h"
+#include "device/fifo_layout.h"
 #include "device/p2p_policy.h"
 #include "kernels/cuda/device_plan_layout.h"
 
@@ -44,8 +45,7 @@ namespace loom::device {
 
 struct P2pFifoOptions {
   uint32_t nchannels = 1;
-  uint32_t nslots = 4;
-  size_t slotBytes = 128 << 10;
+  DeviceFifoLayout layout;  // as asked: fitted to the job at setup (fifo_layout.h)
   P2pPolicy policy = P2pPolicy::Auto;
   bool netLanes = false;  // peers on other hosts are reached through network lanes (net_lane_fifos.h)
 };
@@ -78,7 +78,8 @@ class P2pFifos {
   // The network lanes' FIFOs join the tables, for the peers on other hosts.
   void adoptNetFifos(const NetLaneTables& tables);
   uint32_t nchannels() const { return options_.nchannels; }
-  size_t slotBytes() const { return options_.slotBytes; }
+  uint32_t nslots() const { return options_.layout.nslots; }
+  size_t slotBytes() const { return options_.layout.slotBytes; }
   int device() const { return device_; }
   // Whether a peer that may write into this rank's buffers directly (a rank of this process) runs on
   // another GPU: it then reaches only memory that peer access covers (cudaMalloc, not stream-ordered

@@ -65,7 +65,7 @@ std::string p2pSetupRefusal(std::span<const P2pFacts> facts) {
     if (facts[r].nchannels != facts[0].nchannels || facts[r].nslots != facts[0].nslots ||
         facts[r].slotBytes != facts[0].slotBytes)
       return fmt::format("ranks 0 and {} lay out their FIFOs differently ({} and {} channels, {} and {} slots of {} and "
-                         "{} bytes): LOOM_DEVICE_NCHANNELS, LOOM_FIFO_SLOTS and LOOM_CHUNK_BYTES must agree",
+                         "{} bytes): LOOM_DEVICE_NCHANNELS, LOOM_DEVICE_FIFO_SLOTS and LOOM_DEVICE_CHUNK_BYTES must agree",
                          r, facts[0].nchannels, facts[r].nchannels, facts[0].nslots, facts[r].nslots,
                          facts[0].slotBytes, facts[r].slotBytes);
   const P2pPolicy combined = combineP2pPolicies(policies);

@@ -29,6 +29,18 @@ uint32_t deviceChannelSetting() {
   return static_cast<uint32_t>(settingInt(Setting::DeviceNChannels));  // 1..64, else the default (32)
 }
 
+// LOOM_DEVICE_FIFO_SLOTS and LOOM_DEVICE_CHUNK_BYTES, fitted to the job at setup unless one is set
+// (fifo_layout.h); across hosts, the host transports' LOOM_FIFO_SLOTS and LOOM_CHUNK_BYTES then.
+DeviceFifoLayout deviceFifoLayoutSetting() {
+  DeviceFifoLayout l;
+  l.nslots = static_cast<uint32_t>(settingInt(Setting::DeviceFifoSlots));
+  l.slotBytes = static_cast<size_t>(settingInt(Setting::DeviceChunkBytes));
+  l.fit = !settingIsSet(Setting::DeviceChunkBytes) && !settingIsSet(Setting::DeviceFifoSlots);
+  l.acrossHostsNslots = static_cast<uint32_t>(settingInt(Setting::FifoSlots));
+  l.acrossHostsSlotBytes = static_cast<size_t>(settingInt(Setting::ChunkBytes));
+  return l;
+}
+
 // LOOM_NET_LANE_CHANNELS: the channels a plan kernel uses in a job of several hosts, each with its own
 // network lane to every peer on another host (as NCCL runs few channels per NIC). Every rank must use
 // the same value.
@@ -124,8 +136,7 @@ void PlanKernels::fail(const Status& error) {
 Status PlanKernels::setUp(int gpu) {
   P2pFifoOptions options;
   options.nchannels = deviceChannelSetting();
-  options.nslots = static_cast<uint32_t>(facts_.nslots);
-  options.slotBytes = facts_.slotBytes;
+  options.layout = deviceFifoLayoutSetting();
   options.policy = p2pPolicyFromEnvironment();
   options.netLanes = static_cast<bool>(facts_.netLanes.start);
   lowLatencyBytes_ = lowLatencyBytesSetting();
@@ -176,7 +187,7 @@ Status PlanKernels::startNetLanes(std::string* why) {
       return Status::Ok();
     }
   Status local = NetLaneFifos::allocate(fifos_->device(), facts_.netLanes.slots, fifos_->netPeers(), fifos_->nchannels(),
-                                        laneChannels, static_cast<uint32_t>(facts_.nslots), fifos_->slotBytes(),
+                                        laneChannels, fifos_->nslots(), fifos_->slotBytes(),
                                         &netFifos_);
   NetLaneTables tables;
   tables.nchannels = fifos_->nchannels();
@@ -226,6 +237,7 @@ DeviceFabric PlanKernels::fabric() const {
   DeviceFabric f;
   if (!fifos_) return f;
   f.slotBytes = fifos_->slotBytes();
+  f.fifoSlots = static_cast<int>(fifos_->nslots());
   f.maxChannels = static_cast<int>(std::max(1u, std::min(launchChannels(), fifos_->laneBudget())));
   f.gpuCopyGbs = fifos_->gpuCopyGbs();
   f.ranksPerGpu = fifos_->ranksPerGpu();

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "algorithms/plan_simulator.h"
+#include "device/fifo_layout.h"
 #include "topology/calibration.h"
 #include "topology/job_topology.h"
 #include "topology/nvswitch_option.h"
@@ -40,7 +41,6 @@ Status JobModel::create(const JobModelOptions& o, std::unique_ptr<JobModel>* out
   std::unique_ptr<JobModel> m(new JobModel());
   m->world_ = o.world;
   m->fields_ = o.machine;
-  m->slotBytes_ = o.slotBytes > 0 ? o.slotBytes : static_cast<uint64_t>(settingDefaultInt(Setting::ChunkBytes));
   int ranksPerNode = o.ranksPerNode;
   if (o.topology != "none") {
     auto graph = std::make_unique<SystemGraph>();
@@ -65,6 +65,23 @@ Status JobModel::create(const JobModelOptions& o, std::unique_ptr<JobModel>* out
   if (g && m->device_ && g->gpuCount() == 0)
     return invalidArgument("model: device memory on a topology without GPUs ({})", g->source);
   m->maxChannels_ = o.maxChannels > 0 ? o.maxChannels : (m->device_ ? 16 : static_cast<int>(settingDefaultInt(Setting::NChannels)));
+  // A default communicator's slots: its host transports', or for device memory its plan kernels' FIFOs
+  // as their setup lays them out for this job (device/fifo_layout.h).
+  m->slotBytes_ = static_cast<uint64_t>(settingDefaultInt(Setting::ChunkBytes));
+  if (m->device_) {
+    device::DeviceFifoLayout asked;
+    asked.nslots = static_cast<uint32_t>(settingDefaultInt(Setting::DeviceFifoSlots));
+    asked.slotBytes = static_cast<size_t>(settingDefaultInt(Setting::DeviceChunkBytes));
+    asked.fit = true;
+    asked.acrossHostsNslots = static_cast<uint32_t>(settingDefaultInt(Setting::FifoSlots));
+    asked.acrossHostsSlotBytes = static_cast<size_t>(m->slotBytes_);
+    const device::DeviceFifoLayout l =
+        device::layoutForJob(asked, static_cast<size_t>(o.world / m->ranksPerNode_), static_cast<size_t>(m->ranksPerNode_),
+                             static_cast<uint32_t>(settingDefaultInt(Setting::DeviceNChannels)));
+    m->slotBytes_ = l.slotBytes;
+    m->fifoSlots_ = static_cast<int>(l.nslots);
+  }
+  if (o.slotBytes > 0) m->slotBytes_ = o.slotBytes;
   if (!m->device_ && g) {
     Calibration calibration;
     auto copy = o.machine.find("copy_gbs");
@@ -127,12 +144,14 @@ Status JobModel::build(const std::map<int, std::vector<int>>& perNode, bool conc
     JobTopology job;
     LOOM_TRY(modelJob(*graph_, hostSlots, copyGbs_, &job).withContext("model: job topology"));
     g->machine = jobMachine(job, device_ ? MemorySide::Device : MemorySide::Host);
+    if (fifoSlots_ > 0) g->machine.fifoSlots = fifoSlots_;
     rings = job.rings;
   } else {
     const int perNodeRanks = nodes > 1 ? m : 0;
     // The machine fields alone: no launch term unless launch_us is given (a GPU's costs come with a
     // topology that has GPUs).
     g->machine = device_ ? defaultMachine(n, perNodeRanks) : hostMemoryMachine(n, perNodeRanks);
+    if (fifoSlots_ > 0) g->machine.fifoSlots = fifoSlots_;
     if (device_) g->machine.intraLatencyUs = g->machine.netLatencyUs = kNoTopologyLatencyUs;
   }
   applyMachineFields(fields_, &g->machine);

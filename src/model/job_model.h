@@ -96,6 +96,7 @@ class JobModel {
   bool device_ = false;
   int maxChannels_ = 2;
   uint64_t slotBytes_ = 0;
+  int fifoSlots_ = 0;  // device memory: the plan kernels' FIFOs' slots (0: the machine's, a host communicator's)
   double copyGbs_ = 0;
   MachineFields fields_;
   std::string source_ = "none";

@@ -5,6 +5,13 @@ architecture moves data with 128-bit loads and stores (LDG/LD.E.128, STG/ST.E.12
 vectors of element_ops.cuh's hot loop, rather than only one element at a time. (Nothing else in these
 kernels stores 128 bits at once: the lane statuses and FIFO counters are words.)
 
+And of every plan kernel (cuobjdump -res-usage and its fences): its registers let a 512-thread block
+fit an SM (at most 128 per thread, with kPlanUnroll's vectors in flight) without spilling to local
+memory, and it holds the GPU-scope fences (MEMBAR.*.GPU) that FIFOs between kernels of one GPU
+publish with, beside the system-scope ones (MEMBAR.*.SYS) for everything else. That a step publishes
+with one fence is the host emulation's to count (PlanInterpreter.EveryStepPublishesWithOneRelease...).
+Prints each plan kernel's registers and fences of each scope (docs/PERFORMANCE.md quotes them).
+
     python3 check_sass.py LIBRARY --arch sm_90 [--arch sm_80]
 
 cuobjdump (and the nvdisasm it runs) come from $CUOBJDUMP, the PATH, the CUDA toolkit, or NVIDIA's
@@ -23,6 +30,10 @@ import sysconfig
 KERNELS = ("planSequenceKernel", "elementwiseKernel")
 LOAD_128 = re.compile(r"\b(?:LDG|LD)\.E[A-Z0-9_.]*\.128\b")
 STORE_128 = re.compile(r"\b(?:STG|ST)\.E[A-Z0-9_.]*\.128\b")
+FENCE = re.compile(r"\bMEMBAR\.[A-Z]+\.(SYS|GPU)\b")
+RESOURCES = re.compile(r"Function ([^:\s]+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)")
+PLAN_THREADS = 512  # kernels/cuda/plan_launch.h's kPlanThreads
+REGISTERS_PER_SM = 65536
 
 
 def find_tools():
@@ -86,9 +97,28 @@ def main():
             print(f"{arch} {kernel} {name[-48:]}: {loads} 128-bit loads, {stores} 128-bit stores: {verdict}")
             if not (loads and stores):
                 problems.append(f"{arch}: {name}: {verdict}")
+            if kernel == "planSequenceKernel":
+                scopes = [m.group(1) for m in FENCE.finditer(body)]
+                sys_fences, gpu_fences = scopes.count("SYS"), scopes.count("GPU")
+                print(f"{arch} {name[-48:]}: fences {sys_fences} system-scope, {gpu_fences} GPU-scope")
+                if gpu_fences == 0:
+                    problems.append(f"{arch}: {name}: no GPU-scope fence (every FIFO publishes at system scope)")
         for kernel, count in seen.items():
             if count == 0:
                 problems.append(f"{arch}: no {kernel} in {args.library}")
+        usage = subprocess.run([str(cuobjdump), "-res-usage", "-arch", arch, args.library], env=env,
+                               capture_output=True, text=True, check=False)
+        plans = [m for m in RESOURCES.finditer(usage.stdout) if "planSequenceKernel" in m.group(1)]
+        if usage.returncode != 0 or not plans:
+            problems.append(f"{arch}: cuobjdump -res-usage gave no plan kernel: {usage.stderr.strip()}")
+        most = REGISTERS_PER_SM // PLAN_THREADS
+        for m in plans:
+            name, regs, stack, local = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
+            verdict = "ok" if regs <= most and stack == 0 and local == 0 else "too many"
+            print(f"{arch} {name[-48:]}: {regs} registers, stack {stack}, local {local}: {verdict}")
+            if verdict != "ok":
+                problems.append(f"{arch}: {name}: {regs} registers (at most {most} for {PLAN_THREADS} threads on an SM), "
+                                f"{stack} bytes of stack, {local} of local memory (spills)")
     for line in problems:
         print("FAIL: " + line)
     return 1 if problems else 0

@@ -63,6 +63,11 @@ const HostFifoMesh::Fifo* HostFifoMesh::fifo(int from, int to, uint32_t channel)
   return fifos_[(static_cast<size_t>(from) * nranks_ + to) * nchannels_ + channel].get();
 }
 
+void HostFifoMesh::setScope(loom::cuda::FifoScope scope) {
+  for (auto& f : fifos_)
+    if (f) f->view.scope = scope;
+}
+
 DeviceFifo HostFifoMesh::view(int from, int to, uint32_t channel) const {
   const Fifo* f = fifo(from, to, channel);
   return f ? f->view : DeviceFifo{};
@@ -145,14 +150,14 @@ class EncodedBytes {
 // and returns once all have.
 class HostLaunches {
  public:
-  explicit HostLaunches(uint32_t workersPerLane) : workers_(workersPerLane) {}
+  HostLaunches(uint32_t workersPerLane, loom::cuda::HostLaneCounts* counts) : workers_(workersPerLane), counts_(counts) {}
   ~HostLaunches() {
     for (std::thread& t : threads_) t.join();
   }
   template <class Run>
   void launch(uint32_t blocks, Run run) {
     for (uint32_t b = 0; b < blocks; ++b) {
-      lanes_.push_back(std::make_unique<loom::cuda::HostLane>(workers_));
+      lanes_.push_back(std::make_unique<loom::cuda::HostLane>(workers_, counts_));
       loom::cuda::HostLane* lane = lanes_.back().get();
       for (uint32_t w = 0; w < workers_; ++w) threads_.emplace_back([=] { run(b, lane, w); });
     }
@@ -160,6 +165,7 @@ class HostLaunches {
 
  private:
   uint32_t workers_;
+  loom::cuda::HostLaneCounts* counts_;
   std::vector<std::unique_ptr<loom::cuda::HostLane>> lanes_;
   std::vector<std::thread> threads_;
 };
@@ -181,7 +187,7 @@ std::vector<loom::Status> runEmulated(const std::vector<RankRun>& ranks, const H
   }
   if (!encodedAll) return results;
   {
-    HostLaunches launches(options.workersPerLane);
+    HostLaunches launches(options.workersPerLane, options.counts);
     for (size_t r = 0; r < ranks.size(); ++r) {
       const uint32_t delayMs = r < options.startDelayMs.size() ? options.startDelayMs[r] : 0;
       launches.launch(shapes[r].lanes, [plan = encoded[r].data(), call = &bound[r]->call, delayMs](
@@ -231,7 +237,7 @@ std::vector<std::vector<SequencedResult>> runSequenceEmulated(const std::vector<
   }
   if (!encodedAll) return results;
   {
-    HostLaunches launches(options.workersPerLane);  // every block of every rank at once, as plan_launch.h requires
+    HostLaunches launches(options.workersPerLane, options.counts);  // every block of every rank at once, as plan_launch.h requires
     for (size_t r = 0; r < ranks.size(); ++r)
       launches.launch(blocks[r], [a = &args[r]](uint32_t b, loom::cuda::HostLane* lane, uint32_t w) {
         loom::cuda::runSequenceOnHost(*a, b, lane, w);

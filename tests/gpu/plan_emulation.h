@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "kernels/cpu/reduce.h"
 #include "device/plan_encoder.h"
+#include "kernels/cuda/host_lane_platform.h"
 
 namespace loomgpu {
 
@@ -53,6 +54,9 @@ class HostFifoMesh {
   std::vector<loom::cuda::DeviceFifo> recvs(int rank) const;
   // The FIFO from `from` to `to` on `channel`, to look into its slots and size words after a run.
   loom::cuda::DeviceFifo view(int from, int to, uint32_t channel) const;
+  // The scope every FIFO says its counters need (device_plan_layout.h; the host ignores it, and the
+  // tests count the releases made at each).
+  void setScope(loom::cuda::FifoScope scope);
 
  private:
   struct Fifo {
@@ -81,6 +85,7 @@ struct EmulationOptions {
   uint32_t* abort = nullptr;  // shared by every rank of the run (a communicator's abort word)
   std::vector<uint32_t> startDelayMs;  // by rank: how long its lanes sleep before they start (none: 0)
   uint64_t lowLatencyBytes = 0;  // messages up to this size travel as low-latency words (0: none)
+  loom::cuda::HostLaneCounts* counts = nullptr;  // where every lane counts its releases and acquires (or none)
 };
 
 // Encodes every rank's plan over `mesh` and runs all of their lanes at once, each on its own

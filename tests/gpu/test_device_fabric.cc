@@ -8,12 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "../api/harness.h"
 #include "core/communicator.h"
 #include "core/run/planner.h"
+#include "model/job_model.h"
 #include "device_cases.h"
 #include "gpu_support.h"
 
@@ -47,6 +49,25 @@ std::string checkFabric(loomtest::RankContext& ctx, double wantCopyGbs) {
       problems += " fabric " + std::to_string(m.intraGbs) + " GB/s, want the copy rate " +
                   std::to_string(fabric.gpuCopyGbs) + " over " + std::to_string(kFabricRanks) + " ranks;";
     if (fabric.maxChannels <= 2) problems += " only " + std::to_string(fabric.maxChannels) + " device channels;";
+    // The FIFOs' layout is the one the device tuner prices and the cost model's default device machine
+    // for such a job assumes (device/fifo_layout.h: 8 slots of 512 KiB for 2 ranks on one host).
+    if (m.fifoSlots != fabric.fifoSlots)
+      problems += " the tuner prices " + std::to_string(m.fifoSlots) + " slots, the FIFOs have " +
+                  std::to_string(fabric.fifoSlots) + ";";
+    loom::model::JobModelOptions modelled;
+    modelled.world = kFabricRanks;
+    modelled.topology = "none";
+    modelled.memory = loom::model::MemoryChoice::Device;
+    std::unique_ptr<loom::model::JobModel> model;
+    loom::MachineModel modelMachine;
+    if (!loom::model::JobModel::create(modelled, &model).ok() || !model->machineOf({}, true, &modelMachine).ok()) {
+      problems += " no cost model;";
+    } else if (model->slotBytes() != fabric.slotBytes || modelMachine.fifoSlots != fabric.fifoSlots ||
+               fabric.fifoSlots != 8 || fabric.slotBytes != (512u << 10)) {
+      problems += " the model's device FIFOs (" + std::to_string(modelMachine.fifoSlots) + " x " +
+                  std::to_string(model->slotBytes()) + " bytes) are not the communicator's (" +
+                  std::to_string(fabric.fifoSlots) + " x " + std::to_string(fabric.slotBytes) + ", want 8 x 512 KiB);";
+    }
     auto channelsFor = [&](size_t count) {
       loom::Operation op;
       op.comm = ctx.comm;

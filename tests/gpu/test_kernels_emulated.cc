@@ -38,15 +38,30 @@ struct HostAccess {
   }
 };
 
+// Runs the case as the kernels do; with a second destination (the plan kernel's reduce-and-forward:
+// ElementwiseArgs::dst2, at dst's phase within 16-byte vectors) every other run, which must then hold
+// what dst holds, byte for byte.
 std::string emulate(const KernelCase& c, const void* a, const void* b, void* dst, size_t nthreads) {
   const size_t es = loom::dataTypeSize(c.dtype);
   loom::cuda::ElementwiseArgs args = loom::cuda::makeArgs(dst, a, c.copy ? nullptr : b, c.count, es, c.op, c.finalize);
   // A plain copy is cudaMemcpyAsync in the library; emulate it as a copy kernel with no post-op.
   if (c.copy && !c.finalize) args.post = loom::PostOpKind::None;
+  static size_t runs = 0;
+  const bool forward = ++runs % 2 == 0;
+  std::vector<uint8_t> second(c.count * es + 2 * loom::cuda::kVectorBytes);
+  uint8_t* dst2 = second.data();
+  if (forward) {
+    const uintptr_t phase = reinterpret_cast<uintptr_t>(dst) % loom::cuda::kVectorBytes;
+    while (reinterpret_cast<uintptr_t>(dst2) % loom::cuda::kVectorBytes != phase) ++dst2;
+    args.dst2 = dst2;
+    loom::cuda::planVectors(&args, es);
+  }
   const bool known = loom::cuda::withElem(c.dtype, [&](auto elem) {
     loom::cuda::emulateElementwise<decltype(elem)>(args, nthreads);
   });
-  return known ? "" : "unknown dtype";
+  if (!known) return "unknown dtype";
+  if (forward && c.count > 0 && std::memcmp(dst, dst2, c.count * es) != 0) return "dst2 differs from dst";
+  return "";
 }
 
 class EmulatedKernels : public ::testing::TestWithParam<size_t> {};
@@ -81,6 +96,15 @@ TEST(EmulatedKernels, VectorPlan) {
   loom::cuda::planVectors(&args, 4);
   EXPECT_EQ(args.head, 100u);
   EXPECT_EQ(args.vectors, 0u);
+  args.b = buf + 68, args.dst2 = buf + 132;  // a second destination at dst's phase keeps the vectors
+  loom::cuda::planVectors(&args, 4);
+  EXPECT_EQ(args.head, 3u);
+  EXPECT_EQ(args.vectors, 24u);
+  args.dst2 = buf + 136;  // at another phase: element by element
+  loom::cuda::planVectors(&args, 4);
+  EXPECT_EQ(args.head, 100u);
+  EXPECT_EQ(args.vectors, 0u);
+  args.dst2 = nullptr;
   args.dst = buf + 12, args.a = buf + 44, args.b = nullptr, args.count = 1;
   loom::cuda::planVectors(&args, 4);  // fewer elements than the head
   EXPECT_EQ(args.head, 1u);

@@ -102,6 +102,77 @@ TEST(PlanInterpreter, PointToPointGroups) {
       for (bool direct : {false, true}) EXPECT_EQ(runP2pGroup(n, count, direct), "");
 }
 
+// The handshake a GPU pays per step (plan_interpreter.cuh): every step that sends or receives through a
+// slot publishes with one release (a step that does both: one fence for both counters), at the
+// FIFO's scope, so that ranks of one process on one GPU fence at the GPU's scope only; and a sender
+// whose slots are known to be free, or a receiver whose message is known to be counted, reads no
+// counter again. Counted by the host platform (HostLaneCounts) over a 2-rank ring allreduce of 64
+// chunks per rank through 4 slots, whose results must still match the reference run.
+TEST(PlanInterpreter, EveryStepPublishesWithOneReleaseAtItsFifosScope) {
+  constexpr uint64_t kCount = 64 * 1024;
+  constexpr uint64_t kChunk = 1024;
+  for (loom::cuda::FifoScope scope : {loom::cuda::FifoScope::System, loom::cuda::FifoScope::Gpu}) {
+    HostFifoMesh mesh(2, 1, 4, kChunk * 4);
+    mesh.setScope(scope);
+    std::vector<loom::Plan> plans(2);
+    std::vector<std::vector<float>> send(2, std::vector<float>(kCount)), recv(2, std::vector<float>(kCount)),
+        expect(2, std::vector<float>(kCount));
+    uint64_t steps = 0;
+    for (int r = 0; r < 2; ++r) {
+      loom::PlanRequest req;
+      req.nranks = 2;
+      req.rank = r;
+      req.count = kCount;
+      req.elemSize = 4;
+      req.chunkElems = kChunk;
+      ASSERT_TRUE(loom::buildRingPlan(req, &plans[r]).ok());
+      for (const loom::Lane& lane : plans[r].lanes) steps += lane.steps.size();
+      for (uint64_t i = 0; i < kCount; ++i) send[r][i] = static_cast<float>((i * 7 + r * 3) % 1000);
+    }
+    std::vector<RankRun> runs, reference;
+    for (int r = 0; r < 2; ++r) {
+      runs.push_back(RankRun{&plans[r], {reinterpret_cast<char*>(send[r].data()), reinterpret_cast<char*>(recv[r].data())}});
+      reference.push_back(RankRun{&plans[r], {reinterpret_cast<char*>(send[r].data()), reinterpret_cast<char*>(expect[r].data())}});
+    }
+    loom::cuda::HostLaneCounts counts;
+    EmulationOptions options;
+    options.counts = &counts;
+    for (const loom::Status& st : runEmulated(runs, mesh, loomFloat32, loom::ReduceOp{}, options))
+      ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_TRUE(runReference(reference, loomFloat32, loom::ReduceOp{}).ok());
+    EXPECT_EQ(recv, expect);
+    // Every step of a ring allreduce sends or receives (or both) through a slot.
+    const bool gpu = scope == loom::cuda::FifoScope::Gpu;
+    EXPECT_EQ(counts.systemReleases.load(), gpu ? 0 : steps) << steps << " steps";
+    EXPECT_EQ(counts.gpuReleases.load(), gpu ? steps : 0) << steps << " steps";
+  }
+}
+
+// A sender whose slots are known to be free and a receiver whose messages are known to be counted read
+// no counter: rank 0 alone sends 4 messages into 4 free slots (no read of the head at all), then rank
+// 1 alone receives them (one read of the tail, which counts all 4).
+TEST(PlanInterpreter, CountersSeenOnceAreNotReadAgain) {
+  constexpr uint64_t kSlotsHere = 4;
+  HostFifoMesh mesh(2, 1, kSlotsHere, kSlotBytes);
+  std::vector<char> sent(kSlotsHere * kSlotBytes), received(sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<char>(i * 13);
+  loom::Plan send, recv;
+  ASSERT_TRUE(loom::buildP2pPlan(2, 0, {{true, 1, sent.size()}}, kSlotBytes, &send).ok());
+  ASSERT_TRUE(loom::buildP2pPlan(2, 1, {{false, 0, received.size()}}, kSlotBytes, &recv).ok());
+  char* out = sent.data();
+  char* in = received.data();
+  for (const auto& [run, acquires] : {std::pair{RankRun{&send, {out, out, out, out}}, 0}, {RankRun{&recv, {in, in, in, in}}, 1}}) {
+    loom::cuda::HostLaneCounts counts;
+    EmulationOptions options;
+    options.counts = &counts;
+    for (const loom::Status& st : runEmulated({run}, mesh, loomUint8, loom::ReduceOp{}, options))
+      ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(counts.acquires.load(), static_cast<uint64_t>(acquires)) << "rank " << run.plan->rank;
+    EXPECT_EQ(counts.systemReleases.load(), kSlotsHere) << "rank " << run.plan->rank;  // one per message
+  }
+  EXPECT_EQ(received, sent);
+}
+
 // ---- What must fail ----------------------------------------------------------------------------------
 
 struct SingleRank {

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       {"--step-us", "step_us", 0, "executor time per plan step; a rank runs its steps one at a time (device memory: each lane its own, side by side) (default 0.2)"},
       {"--launch-us", "launch_us", 0, "time per operation before its first step: a kernel launch (device memory)"},
       {"--copy-gbs", "copy_gbs", 0, "a rank's copy/reduce rate for the bytes of each step (device memory with --topo: a lane's, 30); 0: free (default)"},
-      {"--fifo-slots", "fifo_slots", 0, "messages in flight per connection (default: a communicator's, 4)"},
+      {"--fifo-slots", "fifo_slots", 0, "messages in flight per connection (default: a communicator's, 4; on device memory on one node 8)"},
   };
   app.add_option("coll", collName, "all_reduce, broadcast, reduce, all_gather, reduce_scatter, alltoall, gather, scatter")
       ->required();
@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   for (Flag& f : fields) app.add_option(f.flag, f.value, f.help)->check(CLI::NonNegativeNumber);
   uint64_t slotBytes = 0;
   app.add_option("--slot-bytes", slotBytes, "largest message (the transports' slot), K/M/G suffixes (default: a "
-                                            "communicator's, 128K)")
+                                            "communicator's: 128K, or on device memory its plan kernels' FIFO "
+                                            "slot, 512K on one node)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::PositiveNumber);
   app.add_option("--max-channels", maxChannels, "channels the communicator has (default 16)")->check(CLI::Range(1, 256));

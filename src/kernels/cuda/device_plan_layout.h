@@ -50,6 +50,12 @@ inline constexpr uint64_t kPostTaken = uint64_t{1} << 63;
 inline constexpr uint64_t kLowLatencyBytes = 4096;  // the most data one low-latency message carries
 inline constexpr uint64_t kLowLatencySlotBytes = 2 * kLowLatencyBytes;
 
+// Which threads a FIFO's counters, size words and posts must be coherent for: the narrowest scope that
+// holds both ends. System: the other end is another GPU, the host (a proxy, a NIC's memory) or another
+// process. Gpu: both ends are kernels of one process on one GPU, whose fences then order the GPU's own
+// memory only (MEMBAR.GPU instead of MEMBAR.SYS: no wait for the memory system to drain to the fabric).
+enum class FifoScope : uint32_t { System = 0, Gpu = 1 };
+
 // One direction of one (peer, channel) connection, as both of its ends see it. Every pointer must be
 // valid where the interpreter runs (device: device or mapped host memory, peer memory over CUDA IPC).
 struct DeviceFifo {
@@ -65,7 +71,7 @@ struct DeviceFifo {
   char* lowLatencySlots = nullptr;
   uint64_t slotBytes = 0;
   uint32_t nslots = 0;
-  uint32_t reserved = 0;
+  FifoScope scope = FifoScope::System;
   bool present() const { return slots && tail && head && sizes && nslots > 0 && slotBytes > 0; }
 };
 

@@ -39,11 +39,14 @@ namespace loom::cuda {
 
 inline constexpr size_t kVectorBytes = 16;
 
-// One elementwise launch: dst[i] = post(a[i] op b[i]) (reduce) or dst[i] = post(a[i]) (copy: b null).
-// The `vectors` 16-byte vectors starting at element `head` are aligned for all pointers; the `head`
-// elements before them and the rest after them are done one element at a time.
+// One elementwise launch: dst[i] = post(a[i] op b[i]) (reduce) or dst[i] = post(a[i]) (copy: b null),
+// and the same value into dst2[i] where dst2 is set (the plan interpreter's reduce-and-forward: one
+// pass writes this rank's result and the message to the next rank). The `vectors` 16-byte vectors
+// starting at element `head` are aligned for all pointers; the `head` elements before them and the rest
+// after them are done one element at a time.
 struct ElementwiseArgs {
   void* dst = nullptr;
+  void* dst2 = nullptr;
   const void* a = nullptr;
   const void* b = nullptr;
   size_t count = 0;
@@ -63,9 +66,10 @@ LOOM_HD void planVectors(ElementwiseArgs* args, size_t elemSize) {
   const uintptr_t d = reinterpret_cast<uintptr_t>(args->dst) % kVectorBytes;
   const uintptr_t a = reinterpret_cast<uintptr_t>(args->a) % kVectorBytes;
   const uintptr_t b = args->b ? reinterpret_cast<uintptr_t>(args->b) % kVectorBytes : d;
+  const uintptr_t d2 = args->dst2 ? reinterpret_cast<uintptr_t>(args->dst2) % kVectorBytes : d;
   args->head = 0;
   args->vectors = 0;
-  if (d != a || d != b || d % elemSize != 0) {
+  if (d != a || d != b || d != d2 || d % elemSize != 0) {
     args->head = args->count;
     return;
   }
@@ -266,10 +270,12 @@ LOOM_HD typename E::Storage oneElement(typename E::Storage x, typename E::Storag
   }
 }
 
-// Two 16-byte vectors per thread and iteration, both loaded before either is computed.
+// 16-byte vectors per thread and source in flight: each iteration loads them all before it computes
+// any. The elementwise kernels (device_kernels.cu) keep 2, which lets 4 of their 512-thread blocks share
+// an SM; the plan kernel, one block per SM, keeps 4 in flight (plan_interpreter.cuh, kPlanUnroll).
 inline constexpr size_t kUnroll = 2;
 
-template <class E, Combine K>
+template <class E, Combine K, size_t Unroll>
 LOOM_HD void elementwiseRange(const ElementwiseArgs& args, size_t tid, size_t nthreads) {
   using S = typename E::Storage;
   constexpr size_t V = kVectorBytes / sizeof(S);
@@ -277,11 +283,12 @@ LOOM_HD void elementwiseRange(const ElementwiseArgs& args, size_t tid, size_t nt
   const S* a = static_cast<const S*>(args.a);
   const S* b = static_cast<const S*>(args.b);
   S* dst = static_cast<S*>(args.dst);
+  S* dst2 = static_cast<S*>(args.dst2);
 
-  for (size_t first = tid; first < args.vectors; first += nthreads * kUnroll) {
-    uint4 va[kUnroll]{}, vb[kUnroll]{};
+  for (size_t first = tid; first < args.vectors; first += nthreads * Unroll) {
+    uint4 va[Unroll]{}, vb[Unroll]{};
 LOOM_UNROLL
-    for (size_t u = 0; u < kUnroll; ++u) {
+    for (size_t u = 0; u < Unroll; ++u) {
       const size_t v = first + u * nthreads;
       if (v < args.vectors) {
         va[u] = loadVector(a + args.head + v * V);
@@ -289,7 +296,7 @@ LOOM_UNROLL
       }
     }
 LOOM_UNROLL
-    for (size_t u = 0; u < kUnroll; ++u) {
+    for (size_t u = 0; u < Unroll; ++u) {
       const size_t v = first + u * nthreads;
       if (v >= args.vectors) break;
       S x[V], y[V], out[V];
@@ -300,6 +307,7 @@ LOOM_UNROLL
       uint4 result;
       std::memcpy(&result, out, sizeof result);
       storeVector(dst + args.head + v * V, result);
+      if (dst2) storeVector(dst2 + args.head + v * V, result);
     }
   }
 
@@ -308,7 +316,9 @@ LOOM_UNROLL
   const size_t edge = args.head + (args.count - tailStart);
   for (size_t e = tid; e < edge; e += nthreads) {
     const size_t i = e < args.head ? e : tailStart + (e - args.head);
-    dst[i] = oneElement<E, K>(a[i], K == Combine::Copy ? a[i] : b[i], post);
+    const S out = oneElement<E, K>(a[i], K == Combine::Copy ? a[i] : b[i], post);
+    dst[i] = out;
+    if (dst2) dst2[i] = out;
   }
 }
 
@@ -331,17 +341,17 @@ LOOM_HD ElementwiseArgs makeArgs(void* dst, const void* a, const void* b, size_t
 
 // What one GPU thread (index tid of nthreads) does in a launch: the kernel of each element type is
 // this, with the combine step picked by a switch that is uniform across the grid.
-template <class E>
+template <class E, size_t Unroll = kUnroll>
 LOOM_HD void elementwiseThread(const ElementwiseArgs& args, size_t tid, size_t nthreads) {
   if (!args.b) {
-    elementwiseRange<E, Combine::Copy>(args, tid, nthreads);
+    elementwiseRange<E, Combine::Copy, Unroll>(args, tid, nthreads);
     return;
   }
   switch (args.kind) {
-    case ReduceKind::Sum: elementwiseRange<E, Combine::Sum>(args, tid, nthreads); break;
-    case ReduceKind::Prod: elementwiseRange<E, Combine::Prod>(args, tid, nthreads); break;
-    case ReduceKind::Max: elementwiseRange<E, Combine::Max>(args, tid, nthreads); break;
-    case ReduceKind::Min: elementwiseRange<E, Combine::Min>(args, tid, nthreads); break;
+    case ReduceKind::Sum: elementwiseRange<E, Combine::Sum, Unroll>(args, tid, nthreads); break;
+    case ReduceKind::Prod: elementwiseRange<E, Combine::Prod, Unroll>(args, tid, nthreads); break;
+    case ReduceKind::Max: elementwiseRange<E, Combine::Max, Unroll>(args, tid, nthreads); break;
+    case ReduceKind::Min: elementwiseRange<E, Combine::Min, Unroll>(args, tid, nthreads); break;
   }
 }
 

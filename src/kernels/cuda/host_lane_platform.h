@@ -14,12 +14,20 @@
 
 namespace loom::cuda {
 
+// What the operations a lane made would cost a GPU, counted where a test asks: the releases (a release
+// store, a pair of them, a compare-and-swap or fetch-and-add: a fence each on a GPU) by scope, and the
+// acquiring loads (reads of a peer's counter that must wait for the memory system).
+struct HostLaneCounts {
+  std::atomic<uint64_t> systemReleases{0}, gpuReleases{0}, acquires{0};
+};
+
 // What the workers of one lane share (a thread block's shared memory, on a GPU).
 struct HostLane {
-  explicit HostLane(uint32_t workers) : workers(workers), sync(workers) {}
+  explicit HostLane(uint32_t workers, HostLaneCounts* counts = nullptr) : workers(workers), sync(workers), counts(counts) {}
   uint32_t workers;
   std::barrier<> sync;
   LaneShared shared{};
+  HostLaneCounts* counts;  // or null: nothing counted
 };
 
 class HostLanePlatform {
@@ -33,15 +41,33 @@ class HostLanePlatform {
   }
   LaneShared& shared() { return lane_->shared; }
 
-  static uint64_t loadAcquire(const uint64_t* p) { return ref(p).load(std::memory_order_acquire); }
-  static uint64_t loadRelaxed(const uint64_t* p) { return ref(p).load(std::memory_order_relaxed); }
-  static void storeRelease(uint64_t* p, uint64_t v) { ref(p).store(v, std::memory_order_release); }
-  static void storeRelaxed(uint64_t* p, uint64_t v) { ref(p).store(v, std::memory_order_relaxed); }
+  // One host: every scope is the same (std::atomic's orderings hold between all threads).
+  uint64_t loadAcquire(const uint64_t* p, FifoScope) const {
+    count(&HostLaneCounts::acquires);
+    return ref(p).load(std::memory_order_acquire);
+  }
+  static uint64_t loadRelaxed(const uint64_t* p, FifoScope) { return ref(p).load(std::memory_order_relaxed); }
+  void storeRelease(uint64_t* p, uint64_t v, FifoScope scope) const {
+    countRelease(scope);
+    ref(p).store(v, std::memory_order_release);
+  }
+  static void storeRelaxed(uint64_t* p, uint64_t v, FifoScope) { ref(p).store(v, std::memory_order_relaxed); }
+  // Two release stores, counted as the one fence a GPU makes them with (not a fence and two relaxed
+  // stores here: ThreadSanitizer does not model standalone fences, and the tests run this under it).
+  void storeReleaseBoth(uint64_t* a, uint64_t va, uint64_t* b, uint64_t vb, FifoScope scope) const {
+    countRelease(scope);
+    ref(a).store(va, std::memory_order_release);
+    ref(b).store(vb, std::memory_order_release);
+  }
   static uint32_t loadFlag(const uint32_t* p) {
     return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
   }
-  static uint64_t fetchAdd(uint64_t* p, uint64_t v) { return ref(p).fetch_add(v, std::memory_order_acq_rel); }
-  static bool compareExchange(uint64_t* p, uint64_t expected, uint64_t desired) {
+  uint64_t fetchAdd(uint64_t* p, uint64_t v, FifoScope scope) const {
+    countRelease(scope);
+    return ref(p).fetch_add(v, std::memory_order_acq_rel);
+  }
+  bool compareExchange(uint64_t* p, uint64_t expected, uint64_t desired, FifoScope scope) const {
+    countRelease(scope);
     return ref(p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel, std::memory_order_acquire);
   }
   static void raiseFlag(uint32_t* p) { std::atomic_ref<uint32_t>(*p).store(1, std::memory_order_release); }
@@ -63,6 +89,12 @@ class HostLanePlatform {
  private:
   static std::atomic_ref<uint64_t> ref(const uint64_t* p) {
     return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(p));
+  }
+  void count(std::atomic<uint64_t> HostLaneCounts::*which) const {
+    if (lane_->counts) (lane_->counts->*which).fetch_add(1, std::memory_order_relaxed);
+  }
+  void countRelease(FifoScope scope) const {
+    count(scope == FifoScope::Gpu ? &HostLaneCounts::gpuReleases : &HostLaneCounts::systemReleases);
   }
   HostLane* lane_;
   uint32_t worker_;

@@ -4,10 +4,14 @@
 //
 //   uint32_t worker(), workers()          this worker and how many split the lane's elementwise work
 //   void barrier()                        all of the lane's workers
-//   uint64_t loadAcquire(const uint64_t*), loadRelaxed(const uint64_t*)
-//   void storeRelease(uint64_t*, uint64_t), storeRelaxed(uint64_t*, uint64_t)
-//   bool compareExchange(uint64_t*, uint64_t expected, uint64_t desired)   (acq_rel; direct-mode posts)
-//                                         FIFO counters and size words, at system scope
+//   uint64_t loadAcquire(const uint64_t*, FifoScope), loadRelaxed(const uint64_t*, FifoScope)
+//   void storeRelease(uint64_t*, uint64_t, FifoScope), storeRelaxed(uint64_t*, uint64_t, FifoScope)
+//   bool compareExchange(uint64_t*, uint64_t expected, uint64_t desired, FifoScope)   (acq_rel; posts)
+//   uint64_t fetchAdd(uint64_t*, uint64_t, FifoScope)
+//   void storeReleaseBoth(uint64_t* a, uint64_t va, uint64_t* b, uint64_t vb, FifoScope)
+//                                         two release stores, which a GPU makes with one fence
+//                                         FIFO counters and size words, at the FIFO's scope (system, or
+//                                         the GPU's when both ends run on it: device_plan_layout.h)
 //   uint32_t loadFlag(const uint32_t*); void raiseFlag(uint32_t*)   the abort word
 //   uint64_t nowNs(); void pause(uint32_t round)                    a polite, bounded wait
 //   LaneShared& shared()                  one per lane, seen by all its workers
@@ -20,6 +24,12 @@
 // elementwiseThread, so results match the host executor's bit for bit. Only worker 0 waits on and
 // publishes counters; barriers make the slot visible to all workers before they touch it and make
 // their writes complete before it is handed on.
+//
+// What a step costs beyond its data is the handshake (docs/PERFORMANCE.md, "GPU"), so worker 0 keeps it
+// lean: it remembers the counters it last saw (a sender with slots known to be free reads nothing; a
+// receiver whose message was already counted waits for nothing), polls relaxed and acquires once when
+// the counter is there, fences at the FIFO's scope, and each worker keeps kPlanUnroll vectors in flight;
+// a reduction whose result also goes on to the next rank writes both in one pass.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +47,30 @@
 
 namespace loom::cuda {
 
+// Worker 0's memory of the counters it last acquired, across a lane's steps (a lane's steps use a few
+// FIFOs again and again): a FIFO's head (slots its receiver freed) and tail (messages its sender
+// counted). Counters only grow and each value was acquired, so a remembered value that already
+// satisfies a wait orders this step after the peer's side exactly as a fresh read would.
+struct SeenCounters {
+  static constexpr uint32_t kEntries = 4;  // direct-mapped by FIFO index
+  int32_t sendFifo[kEntries], recvFifo[kEntries];
+  uint64_t head[kEntries], tail[kEntries];
+  LOOM_HD void forget() {
+    for (uint32_t i = 0; i < kEntries; ++i) sendFifo[i] = recvFifo[i] = -1;
+  }
+  // The value remembered for FIFO `fifo` of this table, or 0 (nothing yet, which satisfies no wait
+  // that could block).
+  LOOM_HD static uint64_t of(const int32_t* fifos, const uint64_t* values, int32_t fifo) {
+    const uint32_t i = static_cast<uint32_t>(fifo) % kEntries;
+    return fifos[i] == fifo ? values[i] : 0;
+  }
+  LOOM_HD static void note(int32_t* fifos, uint64_t* values, int32_t fifo, uint64_t v) {
+    const uint32_t i = static_cast<uint32_t>(fifo) % kEntries;
+    fifos[i] = fifo;
+    values[i] = v;
+  }
+};
+
 // What worker 0 hands to the other workers of its lane between two barriers.
 struct LaneShared {
   char* sendSlot;          // where the outgoing message goes: a slot, the receiver's posted destination, or lowLatencyOut
@@ -47,6 +81,9 @@ struct LaneShared {
   // A low-latency message's data on this side of the words: unpacked after it arrived, or to be packed.
   alignas(16) char lowLatencyIn[kLowLatencyBytes];
   alignas(16) char lowLatencyOut[kLowLatencyBytes];
+  // Worker 0's alone, kept here rather than in its registers, where arrays indexed at run time would
+  // go to local memory.
+  SeenCounters seen;
 };
 
 // The encoded plan, read in place, with what this call binds (its buffers, operator, lane statuses).
@@ -80,12 +117,33 @@ class DevicePlanView {
   const DevicePlanCall& call_;
 };
 
-// dst = a (op) b, or dst = a when b is null; the post-operation only when finalizing.
+// 16-byte vectors each worker has in flight per source (element_ops.cuh): a plan kernel's block has its
+// SM to itself, and with 512 threads 4 vectors per source still fit its registers (docs/PERFORMANCE.md
+// records the counts ptxas gives).
+inline constexpr size_t kPlanUnroll = 4;
+
+// dst = a (op) b, or dst = a when b is null, and the same into dst2 when it is set; the post-operation
+// only when finalizing.
 template <class E>
-LOOM_HD_NOINLINE void elementwisePass(void* dst, const void* a, const void* b, uint64_t count, const ReduceOp& op,
-                                      bool finalize, uint32_t worker, uint32_t workers) {
-  const ElementwiseArgs args = makeArgs(dst, a, b, count, sizeof(typename E::Storage), op, finalize);
-  elementwiseThread<E>(args, worker, workers);
+LOOM_HD_NOINLINE void elementwisePass(void* dst, void* dst2, const void* a, const void* b, uint64_t count,
+                                      const ReduceOp& op, bool finalize, uint32_t worker, uint32_t workers) {
+  ElementwiseArgs args = makeArgs(dst, a, b, count, sizeof(typename E::Storage), op, finalize);
+  if (dst2) {
+    args.dst2 = dst2;
+    planVectors(&args, sizeof(typename E::Storage));
+  }
+  elementwiseThread<E, kPlanUnroll>(args, worker, workers);
+}
+template <class E>
+LOOM_HD void elementwisePass(void* dst, const void* a, const void* b, uint64_t count, const ReduceOp& op,
+                             bool finalize, uint32_t worker, uint32_t workers) {
+  elementwisePass<E>(dst, nullptr, a, b, count, op, finalize, worker, workers);
+}
+
+// Whether two buffers sit at the same offset within 16-byte vectors: one pass can then store both with
+// whole vectors (otherwise everything would go element by element).
+LOOM_HD bool sameVectorPhase(const void* x, const void* y) {
+  return reinterpret_cast<uintptr_t>(x) % kVectorBytes == reinterpret_cast<uintptr_t>(y) % kVectorBytes;
 }
 
 // How often (in wait rounds) a waiting lane looks at the abort word and the clock. The abort word is
@@ -93,18 +151,43 @@ LOOM_HD_NOINLINE void elementwisePass(void* dst, const void* a, const void* b, u
 // slow every round of every waiting lane; an abort is then noticed within a few tens of microseconds.
 inline constexpr uint32_t kAbortCheckRounds = 16;
 
-// Waits until *counter >= target. Done when it is; Aborted or TimedOut instead of waiting forever.
+// Waits until *counter >= target, polling with relaxed loads and acquiring once the value is there (an
+// acquiring poll would invalidate the SM's L1 on every round). Done when it is, with the value seen in
+// *seen; Aborted or TimedOut instead of waiting forever.
 template <class P>
-LOOM_HD DeviceLaneOutcome waitAtLeast(P& p, const DevicePlanHeader& h, const uint64_t* counter, uint64_t target) {
-  if (p.loadAcquire(counter) >= target) return DeviceLaneOutcome::Done;
-  const uint64_t start = p.nowNs();
-  for (uint32_t round = 0;; ++round) {
-    p.pause(round);
-    if (p.loadAcquire(counter) >= target) return DeviceLaneOutcome::Done;
-    if (round % kAbortCheckRounds != kAbortCheckRounds - 1) continue;
-    if (h.abort && p.loadFlag(h.abort) != 0) return DeviceLaneOutcome::Aborted;
-    if (h.timeoutNs != 0 && p.nowNs() - start > h.timeoutNs) return DeviceLaneOutcome::TimedOut;
+LOOM_HD DeviceLaneOutcome waitAtLeast(P& p, const DevicePlanHeader& h, const uint64_t* counter, FifoScope scope,
+                                      uint64_t target, uint64_t* seen) {
+  uint64_t v = p.loadAcquire(counter, scope);
+  if (v < target) {
+    const uint64_t start = p.nowNs();
+    for (uint32_t round = 0;; ++round) {
+      p.pause(round);
+      if (p.loadRelaxed(counter, scope) >= target) break;
+      if (round % kAbortCheckRounds != kAbortCheckRounds - 1) continue;
+      if (h.abort && p.loadFlag(h.abort) != 0) return DeviceLaneOutcome::Aborted;
+      if (h.timeoutNs != 0 && p.nowNs() - start > h.timeoutNs) return DeviceLaneOutcome::TimedOut;
+    }
+    v = p.loadAcquire(counter, scope);  // counters only grow: still >= target
   }
+  *seen = v;
+  return DeviceLaneOutcome::Done;
+}
+
+// Waits until the counter of FIFO `fifo` (head or tail, as `fifos`/`values` say) reaches `target`,
+// reading nothing when the value remembered in `seen` already does.
+template <class P>
+LOOM_HD DeviceLaneOutcome waitCounted(P& p, const DevicePlanHeader& h, const uint64_t* counter, FifoScope scope,
+                                      uint64_t target, int32_t* fifos, uint64_t* values, int32_t fifo) {
+  if (target == 0 || SeenCounters::of(fifos, values, fifo) >= target) return DeviceLaneOutcome::Done;
+  uint64_t seen = 0;
+  const DeviceLaneOutcome o = waitAtLeast(p, h, counter, scope, target, &seen);
+  if (o == DeviceLaneOutcome::Done) SeenCounters::note(fifos, values, fifo, seen);
+  return o;
+}
+
+// The scope that covers both: system unless both are the GPU's.
+LOOM_HD FifoScope widerScope(FifoScope a, FifoScope b) {
+  return a == FifoScope::Gpu && b == FifoScope::Gpu ? FifoScope::Gpu : FifoScope::System;
 }
 
 // Worker 0's side of a step: the message positions it claimed, and what it waited on if that failed.
@@ -124,8 +207,8 @@ template <class P>
 LOOM_HD bool withdrawPost(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t recvSeq) {
   if (!s.postsDst) return false;
   const DeviceFifo& f = plan.recvFifo(s.recvFifo);
-  if (p.compareExchange(&f.posts[recvSeq % f.nslots].seq, recvSeq + 1, 0)) return false;  // a late sender uses the slot
-  for (uint32_t round = 0; p.loadAcquire(f.tail) < recvSeq + 1; ++round) p.pause(round);
+  if (p.compareExchange(&f.posts[recvSeq % f.nslots].seq, recvSeq + 1, 0, f.scope)) return false;  // a late sender uses the slot
+  for (uint32_t round = 0; p.loadAcquire(f.tail, f.scope) < recvSeq + 1; ++round) p.pause(round);
   return true;
 }
 
@@ -134,22 +217,26 @@ LOOM_HD bool withdrawPost(P& p, const DevicePlanView& plan, const DeviceStep& s,
 // and last (as late as it can, for the receiver to have posted) decides where the outgoing one goes.
 template <class P>
 LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t bytes,
-                                     LaneShared& sh, StepClaim& claim) {
+                                     LaneShared& sh, StepClaim& claim, SeenCounters& seen) {
   const DevicePlanHeader& h = plan.header();
-  if (s.recvFifo >= 0) claim.recvSeq = p.loadRelaxed(plan.recvFifo(s.recvFifo).head);  // this lane alone writes it
+  if (s.recvFifo >= 0) {
+    const DeviceFifo& f = plan.recvFifo(s.recvFifo);
+    claim.recvSeq = p.loadRelaxed(f.head, f.scope);  // this lane alone writes it
+  }
   if (s.postsDst) {
     // Every step before this one is done (the barrier that ended it), so dst may be written from now on.
     const DeviceFifo& f = plan.recvFifo(s.recvFifo);
     DeviceDirectPost& post = f.posts[claim.recvSeq % f.nslots];
-    p.storeRelaxed(&post.address, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(plan.at(s.dstBuffer, s.dstOffset))));
-    p.storeRelaxed(&post.bytes, bytes);
-    p.storeRelease(&post.seq, claim.recvSeq + 1);
+    p.storeRelaxed(&post.address, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(plan.at(s.dstBuffer, s.dstOffset))),
+                   f.scope);
+    p.storeRelaxed(&post.bytes, bytes, f.scope);
+    p.storeRelease(&post.seq, claim.recvSeq + 1, f.scope);
   }
   if (s.sendFifo >= 0) {
     const DeviceFifo& f = plan.sendFifo(s.sendFifo);
-    claim.sendSeq = p.loadRelaxed(f.tail);  // this lane is the only writer of its tail
+    claim.sendSeq = p.loadRelaxed(f.tail, f.scope);  // this lane is the only writer of its tail
     const uint64_t freedAtLeast = claim.sendSeq + 1 > f.nslots ? claim.sendSeq + 1 - f.nslots : 0;
-    const DeviceLaneOutcome o = waitAtLeast(p, h, f.head, freedAtLeast);
+    const DeviceLaneOutcome o = waitCounted(p, h, f.head, f.scope, freedAtLeast, seen.sendFifo, seen.head, s.sendFifo);
     if (o != DeviceLaneOutcome::Done) {
       withdrawPost(p, plan, s, claim.recvSeq);
       claim.peer = s.sendPeer;
@@ -160,16 +247,16 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
     // The words themselves say when they came: every worker polls its own (receiveLowLatency).
     sh.recvSlot = sh.lowLatencyIn;
     sh.recvSeq = claim.recvSeq;
-    p.storeRelaxed(&sh.lowLatencyStop, 0);
+    p.storeRelaxed(&sh.lowLatencyStop, 0, FifoScope::Gpu);
   } else if (s.recvFifo >= 0) {
     const DeviceFifo& f = plan.recvFifo(s.recvFifo);
-    DeviceLaneOutcome o = waitAtLeast(p, h, f.tail, claim.recvSeq + 1);
+    DeviceLaneOutcome o = waitCounted(p, h, f.tail, f.scope, claim.recvSeq + 1, seen.recvFifo, seen.tail, s.recvFifo);
     if (o != DeviceLaneOutcome::Done && withdrawPost(p, plan, s, claim.recvSeq)) o = DeviceLaneOutcome::Done;  // it landed
     if (o != DeviceLaneOutcome::Done) {
       claim.peer = s.recvPeer;
       return o;
     }
-    const uint64_t word = p.loadRelaxed(f.sizes + claim.recvSeq % f.nslots);  // published by the tail's release
+    const uint64_t word = p.loadRelaxed(f.sizes + claim.recvSeq % f.nslots, f.scope);  // published by the tail's release
     const uint64_t arrived = word & ~kDirectMessage;
     if (arrived != bytes) {
       claim.peer = s.recvPeer;
@@ -189,9 +276,9 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
       DeviceDirectPost& post = f.posts[claim.sendSeq % f.nslots];
       // Taken, not only read: a receiver that stops meanwhile then waits for these bytes instead of
       // leaving with them still to land in its memory (withdrawPost).
-      if (p.loadAcquire(&post.seq) == claim.sendSeq + 1 && p.loadRelaxed(&post.bytes) == bytes &&
-          p.compareExchange(&post.seq, claim.sendSeq + 1, (claim.sendSeq + 1) | kPostTaken)) {
-        sh.sendSlot = reinterpret_cast<char*>(static_cast<uintptr_t>(p.loadRelaxed(&post.address)));
+      if (p.loadAcquire(&post.seq, f.scope) == claim.sendSeq + 1 && p.loadRelaxed(&post.bytes, f.scope) == bytes &&
+          p.compareExchange(&post.seq, claim.sendSeq + 1, (claim.sendSeq + 1) | kPostTaken, f.scope)) {
+        sh.sendSlot = reinterpret_cast<char*>(static_cast<uintptr_t>(p.loadRelaxed(&post.address, f.scope)));
         claim.sendDirect = true;
       }
     }
@@ -217,17 +304,17 @@ LOOM_HD DeviceLaneOutcome receiveLowLatency(P& p, const DevicePlanView& plan, co
   const uint64_t n = (bytes + 3) / 4;
   const uint64_t start = p.nowNs();
   for (uint64_t i = p.worker(); i < n; i += p.workers()) {
-    uint64_t w = p.loadRelaxed(words + i);
+    uint64_t w = p.loadRelaxed(words + i, f.scope);
     for (uint32_t round = 0; static_cast<uint32_t>(w >> 32) != flag; ++round) {
       p.pause(round);
-      w = p.loadRelaxed(words + i);
+      w = p.loadRelaxed(words + i, f.scope);
       if (round % kAbortCheckRounds != kAbortCheckRounds - 1) continue;
-      if (p.loadRelaxed(&sh.lowLatencyStop) != 0) break;
+      if (p.loadRelaxed(&sh.lowLatencyStop, FifoScope::Gpu) != 0) break;
       DeviceLaneOutcome stop = DeviceLaneOutcome::Done;
       if (p.worker() == 0 && h.abort && p.loadFlag(h.abort) != 0) stop = DeviceLaneOutcome::Aborted;
       if (h.timeoutNs != 0 && p.nowNs() - start > h.timeoutNs) stop = DeviceLaneOutcome::TimedOut;
       if (stop != DeviceLaneOutcome::Done) {
-        p.storeRelaxed(&sh.lowLatencyStop, static_cast<uint64_t>(stop));
+        p.storeRelaxed(&sh.lowLatencyStop, static_cast<uint64_t>(stop), FifoScope::Gpu);
         break;
       }
     }
@@ -235,7 +322,7 @@ LOOM_HD DeviceLaneOutcome receiveLowLatency(P& p, const DevicePlanView& plan, co
     out[i] = static_cast<uint32_t>(w);
   }
   p.barrier();
-  const uint64_t stop = p.loadRelaxed(&sh.lowLatencyStop);
+  const uint64_t stop = p.loadRelaxed(&sh.lowLatencyStop, FifoScope::Gpu);
   p.barrier();  // every worker read it before worker 0 may reset it at the next step
   return stop != 0 ? static_cast<DeviceLaneOutcome>(stop) : DeviceLaneOutcome::Done;
 }
@@ -250,7 +337,7 @@ LOOM_HD void sendLowLatency(P& p, const DevicePlanView& plan, const DeviceStep& 
   const uint64_t flag = static_cast<uint64_t>(lowLatencyFlag(seq)) << 32;
   const uint32_t* in = reinterpret_cast<const uint32_t*>(sh.lowLatencyOut);
   const uint64_t n = (bytes + 3) / 4;
-  for (uint64_t i = p.worker(); i < n; i += p.workers()) p.storeRelaxed(words + i, flag | in[i]);
+  for (uint64_t i = p.worker(); i < n; i += p.workers()) p.storeRelaxed(words + i, flag | in[i], f.scope);
 }
 
 // Worker 0, after every worker finished the step's data: hands the sent message to the peer, then
@@ -260,14 +347,31 @@ LOOM_HD void sendLowLatency(P& p, const DevicePlanView& plan, const DeviceStep& 
 template <class P>
 LOOM_HD void publishStep(P& p, const DevicePlanView& plan, const DeviceStep& s, uint64_t bytes,
                          const StepClaim& claim) {
+  uint64_t* tail = nullptr;  // released: the message is in its slot (or at the receiver's post)
+  uint64_t* head = nullptr;  // released: this lane's reads of the incoming slot are done
+  FifoScope scope = FifoScope::Gpu;
   if (s.sendFifo >= 0 && s.sendLowLatency) {
-    p.storeRelaxed(plan.sendFifo(s.sendFifo).tail, claim.sendSeq + 1);
+    const DeviceFifo& f = plan.sendFifo(s.sendFifo);
+    p.storeRelaxed(f.tail, claim.sendSeq + 1, f.scope);  // the words announce themselves
   } else if (s.sendFifo >= 0) {
     const DeviceFifo& f = plan.sendFifo(s.sendFifo);
-    p.storeRelaxed(f.sizes + claim.sendSeq % f.nslots, claim.sendDirect ? bytes | kDirectMessage : bytes);
-    p.storeRelease(f.tail, claim.sendSeq + 1);
+    p.storeRelaxed(f.sizes + claim.sendSeq % f.nslots, claim.sendDirect ? bytes | kDirectMessage : bytes, f.scope);
+    tail = f.tail;
+    scope = widerScope(scope, f.scope);
   }
-  if (s.recvFifo >= 0) p.storeRelease(plan.recvFifo(s.recvFifo).head, claim.recvSeq + 1);
+  if (s.recvFifo >= 0) {
+    const DeviceFifo& f = plan.recvFifo(s.recvFifo);
+    head = f.head;
+    scope = widerScope(scope, f.scope);
+  }
+  // One release for both (a step that receives and sends pays one fence, at the wider of the scopes).
+  if (tail && head) {
+    p.storeReleaseBoth(tail, claim.sendSeq + 1, head, claim.recvSeq + 1, scope);
+  } else if (tail) {
+    p.storeRelease(tail, claim.sendSeq + 1, scope);
+  } else if (head) {
+    p.storeRelease(head, claim.recvSeq + 1, scope);
+  }
 }
 
 // Every worker: the step's copies and reductions (core/run/executor.cc's tryStep, case by case). `out`: a
@@ -287,7 +391,11 @@ LOOM_HD void moveData(P& p, const DevicePlanView& plan, const DeviceStep& s, cha
       break;
     case DeviceStepKind::RecvReduce: elementwisePass<E>(dst, in, src, s.count, op, fin, w, nw); break;
     case DeviceStepKind::RecvReduceSend:
-      if (dst) {
+      if (dst && sameVectorPhase(dst, out)) {
+        // One pass: the result goes into this rank's memory and on to the next rank as it is computed
+        // (both stores take the one result, so they hold the same bits).
+        elementwisePass<E>(dst, out, in, src, s.count, op, fin, w, nw);
+      } else if (dst) {
         // Reduced into this rank's memory first, so that the copy out reads local memory, not the peer's.
         // The copy splits the elements by its own alignment: another worker may have written them.
         elementwisePass<E>(dst, in, src, s.count, op, fin, w, nw);
@@ -326,6 +434,8 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
   const DeviceLane& lane = plan.lane(laneIndex);
   LaneShared& sh = p.shared();
   StepClaim claim;  // worker 0's
+  SeenCounters& seen = sh.seen;  // worker 0's
+  if (p.worker() == 0) seen.forget();
   DeviceLaneOutcome outcome =
       h.elemSize == sizeof(typename E::Storage) ? DeviceLaneOutcome::Done : DeviceLaneOutcome::WrongElementSize;
   uint32_t i = 0;
@@ -334,7 +444,7 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
     const uint64_t bytes = s.count * h.elemSize;
     if (p.worker() == 0) {
       claim = StepClaim{};
-      sh.outcome = static_cast<uint32_t>(claimSlots(p, plan, s, bytes, sh, claim));
+      sh.outcome = static_cast<uint32_t>(claimSlots(p, plan, s, bytes, sh, claim, seen));
     }
     p.barrier();
     outcome = static_cast<DeviceLaneOutcome>(sh.outcome);
@@ -388,12 +498,12 @@ LOOM_HD void runSequence(const DeviceLaunchArgs& args, uint32_t block, P& p) {
       const DevicePlanHeader& h = *static_cast<const DevicePlanHeader*>(plan);
       p.barrier();  // every worker is past its last read of the lane's shared state
       if (p.worker() == 0) {
-        p.fetchAdd(&seq->arrived, 1);
+        p.fetchAdd(&seq->arrived, 1, FifoScope::System);  // the encoding may be in pinned host memory
         // No timeout here: the blocks still in the previous plan end by themselves (their own waits
         // time out), while one that ended early may wait longer than a timeout as they make progress.
         const uint64_t all = static_cast<uint64_t>(k) * seq->blocks;
         auto aborted = [&] { return h.abort && p.loadFlag(h.abort) != 0; };
-        for (uint32_t round = 0; p.loadAcquire(&seq->arrived) < all; ++round) {
+        for (uint32_t round = 0; p.loadAcquire(&seq->arrived, FifoScope::System) < all; ++round) {
           if (round % kAbortCheckRounds == kAbortCheckRounds - 1 && aborted()) break;
           p.pause(round);
         }
@@ -410,7 +520,7 @@ LOOM_HD void runSequence(const DeviceLaunchArgs& args, uint32_t block, P& p) {
   p.barrier();  // every worker is done with the sequence
   if (p.worker() == 0) {
     const uint64_t all = static_cast<uint64_t>(seq->nplans) * seq->blocks;
-    if (p.fetchAdd(&seq->arrived, 1) + 1 == all) p.storeRelaxed(&seq->arrived, 0);
+    if (p.fetchAdd(&seq->arrived, 1, FifoScope::System) + 1 == all) p.storeRelaxed(&seq->arrived, 0, FifoScope::System);
   }
 }
 

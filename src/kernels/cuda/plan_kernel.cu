@@ -15,10 +15,12 @@ namespace loom::cuda {
 namespace {
 
 // The policy plan_interpreter.cuh runs under on a GPU: the block's threads are the lane's workers;
-// counters and the abort word are accessed at system scope, since the peer that writes them may be
-// another GPU (over NVLink/PCIe) or the host. Slot data moves with plain loads and stores by every
-// thread; __syncthreads orders them after thread 0's acquire and before its release, which the PTX
-// memory model makes enough (causality order runs through the CTA barrier), as in NCCL's primitives.
+// counters are accessed at their FIFO's scope: system where the peer that writes them may be another
+// GPU (over NVLink/PCIe), the host or another process, the GPU's own where both ends run on it
+// (FifoScope); the abort word, in mapped host memory, at system scope. Slot data moves with plain loads
+// and stores by every thread; __syncthreads orders them after thread 0's acquire and before its
+// release, which the PTX memory model makes enough (causality order runs through the CTA barrier), as
+// in NCCL's primitives.
 class DevicePlatform {
  public:
   __device__ explicit DevicePlatform(LaneShared* shared) : shared_(shared) {}
@@ -28,19 +30,52 @@ class DevicePlatform {
   __device__ void barrier() { __syncthreads(); }
   __device__ LaneShared& shared() { return *shared_; }
 
-  __device__ static uint64_t loadAcquire(const uint64_t* p) { return word(p).load(::cuda::memory_order_acquire); }
-  __device__ static uint64_t loadRelaxed(const uint64_t* p) { return word(p).load(::cuda::memory_order_relaxed); }
-  __device__ static void storeRelease(uint64_t* p, uint64_t v) { word(p).store(v, ::cuda::memory_order_release); }
-  __device__ static void storeRelaxed(uint64_t* p, uint64_t v) { word(p).store(v, ::cuda::memory_order_relaxed); }
+  __device__ static uint64_t loadAcquire(const uint64_t* p, FifoScope scope) {
+    return scope == FifoScope::Gpu ? gpuWord(p).load(::cuda::memory_order_acquire)
+                                   : word(p).load(::cuda::memory_order_acquire);
+  }
+  __device__ static uint64_t loadRelaxed(const uint64_t* p, FifoScope scope) {
+    return scope == FifoScope::Gpu ? gpuWord(p).load(::cuda::memory_order_relaxed)
+                                   : word(p).load(::cuda::memory_order_relaxed);
+  }
+  __device__ static void storeRelease(uint64_t* p, uint64_t v, FifoScope scope) {
+    if (scope == FifoScope::Gpu) {
+      gpuWord(p).store(v, ::cuda::memory_order_release);
+    } else {
+      word(p).store(v, ::cuda::memory_order_release);
+    }
+  }
+  __device__ static void storeRelaxed(uint64_t* p, uint64_t v, FifoScope scope) {
+    if (scope == FifoScope::Gpu) {
+      gpuWord(p).store(v, ::cuda::memory_order_relaxed);
+    } else {
+      word(p).store(v, ::cuda::memory_order_relaxed);
+    }
+  }
   __device__ static uint32_t loadFlag(const uint32_t* p) {
     return ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*const_cast<uint32_t*>(p))
         .load(::cuda::memory_order_acquire);
   }
-  __device__ static uint64_t fetchAdd(uint64_t* p, uint64_t v) { return word(p).fetch_add(v, ::cuda::memory_order_acq_rel); }
-  __device__ static bool compareExchange(uint64_t* p, uint64_t expected, uint64_t desired) {
+  // One fence orders everything before it ahead of both stores (a release store is a fence and a store).
+  __device__ static void storeReleaseBoth(uint64_t* a, uint64_t va, uint64_t* b, uint64_t vb, FifoScope scope) {
+    if (scope == FifoScope::Gpu) {
+      ::cuda::atomic_thread_fence(::cuda::memory_order_release, ::cuda::thread_scope_device);
+    } else {
+      ::cuda::atomic_thread_fence(::cuda::memory_order_release, ::cuda::thread_scope_system);
+    }
+    storeRelaxed(a, va, scope);
+    storeRelaxed(b, vb, scope);
+  }
+  __device__ static uint64_t fetchAdd(uint64_t* p, uint64_t v, FifoScope scope) {
+    return scope == FifoScope::Gpu ? gpuWord(p).fetch_add(v, ::cuda::memory_order_acq_rel)
+                                   : word(p).fetch_add(v, ::cuda::memory_order_acq_rel);
+  }
+  __device__ static bool compareExchange(uint64_t* p, uint64_t expected, uint64_t desired, FifoScope scope) {
     unsigned long long e = expected;
-    return word(p).compare_exchange_strong(e, static_cast<unsigned long long>(desired), ::cuda::memory_order_acq_rel,
-                                           ::cuda::memory_order_acquire);
+    const auto d = static_cast<unsigned long long>(desired);
+    return scope == FifoScope::Gpu
+               ? gpuWord(p).compare_exchange_strong(e, d, ::cuda::memory_order_acq_rel, ::cuda::memory_order_acquire)
+               : word(p).compare_exchange_strong(e, d, ::cuda::memory_order_acq_rel, ::cuda::memory_order_acquire);
   }
   __device__ static void raiseFlag(uint32_t* p) {
     ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*p).store(1, ::cuda::memory_order_release);
@@ -63,8 +98,12 @@ class DevicePlatform {
 
  private:
   using Word = ::cuda::atomic_ref<unsigned long long, ::cuda::thread_scope_system>;
+  using GpuWord = ::cuda::atomic_ref<unsigned long long, ::cuda::thread_scope_device>;
   __device__ static Word word(const uint64_t* p) {
     return Word(*reinterpret_cast<unsigned long long*>(const_cast<uint64_t*>(p)));
+  }
+  __device__ static GpuWord gpuWord(const uint64_t* p) {
+    return GpuWord(*reinterpret_cast<unsigned long long*>(const_cast<uint64_t*>(p)));
   }
   LaneShared* shared_;
 };
