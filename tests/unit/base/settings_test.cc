@@ -478,7 +478,7 @@ TEST(NcclVariables, UnreadOnesAreLoggedOnceAtInfo) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0), "NCCL_NTHREADS=512 is set; Loom does not read it");
   EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0),
-              "NCCL_BUFFSIZE=4194304 is set; Loom does not read it \\(LOOM_CHUNK_BYTES");
+              "NCCL_BUFFSIZE=4194304 is set; Loom does not read it \\(LOOM_DEVICE_CHUNK_BYTES");
   EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0),
               "NCCL_ALGO=\\^NVLS is set; not read: it allows both ring and tree");
   EXPECT_EXIT(logUnreadInChild(), ::testing::ExitedWithCode(0), "NCCL_PROTO=Simple is read as LOOM_DEVICE_LL_BYTES=0");
