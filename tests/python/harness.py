@@ -55,6 +55,7 @@ class Recorder:
 
 class JobResult:
     def __init__(self, outdir, nprocs, error):
+        self.outdir = outdir  # the job's files: each rank's records, and whatever else its function wrote
         self.error = error  # why the job as a whole failed (timeout, crash), or None
         self.per_rank = []
         self.current = []
