@@ -291,6 +291,27 @@ LOOM_API loomResult_t loomCommLastOpId(loomComm_t comm, uint64_t* opId);
  * ran out first, or the error that stopped the communicator. */
 LOOM_API loomResult_t loomCommWaitOp(loomComm_t comm, uint64_t opId, int64_t timeoutMs);
 
+/*
+ * Loom extension (not in NCCL): where plan kernels spend their time (CUDA builds). With
+ * LOOM_DEVICE_PROFILE=1 every lane of every plan kernel reads the GPU's clock around the parts of each
+ * of its steps. loomCommDeviceProfile sums what this rank's finished launches on comm reported since the
+ * communicator was made or last reset (reset non-zero: zeroed once read). Launches still running are
+ * not counted (synchronize their streams first), nor replays of captured CUDA graphs. Times are summed
+ * over lanes, each as its first thread saw it. loomInvalidUsage where profiling is off or comm has no
+ * plan kernels (no device operation ran as one yet, or they are unavailable).
+ */
+typedef struct {
+  uint64_t launches;   /* kernels whose lanes reported */
+  uint64_t lanes;      /* lanes that reported (one thread block each) */
+  uint64_t steps;      /* steps those lanes ran */
+  uint64_t bytes;      /* data those steps moved: each step's elements, in bytes */
+  uint64_t waitNs;     /* waiting for free slots and for the peers' messages */
+  uint64_t dataNs;     /* copying and reducing */
+  uint64_t publishNs;  /* publishing: the release of the FIFOs' counters */
+  uint64_t laneNs;     /* each lane from its first step to its last */
+} loomDeviceProfile_t;
+LOOM_API loomResult_t loomCommDeviceProfile(loomComm_t comm, loomDeviceProfile_t* profile, int reset);
+
 #ifdef __cplusplus
 }
 #endif

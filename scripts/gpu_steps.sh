@@ -92,11 +92,15 @@ step_extension() {
     torch_path="$(tail -n 1 "$(item_out extension)")"
 }
 
-# What bounds 2 rank threads' bandwidth (docs/PERFORMANCE.md, "GPU"): all_reduce at 64 MiB and 1 GiB
-# over channel counts, FIFO slots and chunk sizes, one setting changed at a time from the defaults.
+# What bounds 2 rank threads' bandwidth (docs/PERFORMANCE.md, "GPU"): first where a lane's time goes
+# (LOOM_DEVICE_PROFILE: waiting, data, publishing per step, in each row's "profile"), from 1 MiB up; then
+# all_reduce at 64 MiB and 1 GiB over channel counts, FIFO slots and chunk sizes, one setting changed
+# at a time from the defaults.
 step_sweep() {
-  local binary=$1 sizes=(-b 64M -e "$max_bytes" -f 16 -n "$iters" -w 3 -c 0)
-  [ "${LOOM_GPU_DRY_RUN:-0}" = 1 ] && sizes=(-b 64K -e 256K -f 4 -n "$iters" -w 1 -c 0)
+  local binary=$1 sizes=(-b 64M -e "$max_bytes" -f 16 -n "$iters" -w 3 -c 0) profiled=(-b 1M -e "$max_bytes" -f 8)
+  [ "${LOOM_GPU_DRY_RUN:-0}" = 1 ] && sizes=(-b 64K -e 256K -f 4 -n "$iters" -w 1 -c 0) profiled=(-b 64K -e 256K -f 4)
+  LOOM_DEVICE_PLANS=require LOOM_DEVICE_PROFILE=1 perf_item sweep-profile profile "$binary" all_reduce -t 2 \
+    "${profiled[@]}" -n "$iters" -w 3 -c 0
   local v
   for v in 8 16 64; do
     LOOM_DEVICE_PLANS=require LOOM_DEVICE_NCHANNELS=$v perf_item "sweep-channels-$v" "channels=$v" "$binary" all_reduce \

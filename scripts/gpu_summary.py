@@ -66,7 +66,7 @@ def nearest(rows, size):
 def perf_lines(rows, copy_limit):
     # Sweeps (latency runs, with percentiles, are latency_lines'; settings sweeps sweep_lines').
     perf = [r for r in rows if r["kind"] == "loom-perf" and not r.get("inplace") and "p50_us" not in r
-            and "=" not in r.get("config", "")]
+            and "=" not in r.get("config", "") and "profile" not in r]
     if not perf:
         return []
     out = ["loom-perf, out of place (busbw GB/s; algbw for 1 rank, where busbw is 0):",
@@ -97,12 +97,29 @@ def sweep_lines(rows):
     sweep = [r for r in rows if r["kind"] == "loom-perf" and "=" in r.get("config", "") and not r.get("inplace")]
     if not sweep:
         return []
-    out = ["all_reduce 2 threads, busbw GB/s by setting (defaults: channels 32, slots 4, chunk 128K):"]
+    out = ["all_reduce 2 threads, busbw GB/s by setting (defaults: channels 32, slots 8, chunk 512K):"]
     for config in sorted({r["config"] for r in sweep}):
         cells = ", ".join(f"{human(r['bytes'])} {r['busbw_gbs']:.1f}" for r in sorted(
             (r for r in sweep if r["config"] == config), key=lambda r: r["bytes"]))
         out.append(f"  {config:<14} {cells}")
     return out
+
+
+def profile_lines(rows):
+    """LOOM_DEVICE_PROFILE's rows: per size, where a lane's first thread spent a step (loom-perf's profile)."""
+    prof = [r for r in rows if r["kind"] == "loom-perf" and "profile" in r and not r.get("inplace")]
+    out = []
+    for r in sorted(prof, key=lambda r: r["bytes"]):
+        p = r["profile"]
+        if not p.get("steps"):
+            continue
+        steps = p["steps"]
+        parts = p["wait_ns"] + p["data_ns"] + p["publish_ns"]
+        cells = ", ".join(f"{name} {p[key] / steps / 1e3:.2f} us ({100 * p[key] / parts if parts else 0:.0f}%)"
+                          for name, key in (("wait", "wait_ns"), ("data", "data_ns"), ("publish", "publish_ns")))
+        out.append(f"  {human(r['bytes']):>6} busbw {r['busbw_gbs']:.1f}: {p['lanes'] / p['launches']:.0f} lanes, "
+                   f"{p['bytes'] / steps / 1024:.0f} KiB a step; per step {cells}")
+    return ["all_reduce 2 threads, profiled (LOOM_DEVICE_PROFILE=1):"] + out if out else []
 
 
 def latency_lines(rows):
@@ -180,7 +197,7 @@ def main():
         lines.append("(a dry run: FakeCuda's figures are host threads', the goals say nothing here)")
     copy, limit = copy_lines(rows)
     lines += (copy + perf_lines(rows, limit) + latency_lines(rows) + torch_lines(rows) + dropin_lines(rows)
-              + sweep_lines(rows))
+              + profile_lines(rows) + sweep_lines(rows))
     passed = sum(it["status"] == "PASS" for it in items)
     failed = sum(it["status"] in ("FAIL", "TIMEOUT") for it in items)
     skipped = sum(it["status"] == "SKIP" for it in items)

@@ -216,6 +216,9 @@ class CommDevice {
   virtual void raiseAbort() = 0;
   // Looks at finished launches: one whose lanes failed fails the communicator (loomCommGetAsyncError).
   virtual void poll() = 0;
+  // LOOM_DEVICE_PROFILE: what the finished launches' lanes timed (loomCommDeviceProfile), then zeroed
+  // with `reset`; loomInvalidUsage when profiling is off or plan kernels are not Ready.
+  virtual Status profile(bool reset, loomDeviceProfile_t* out) = 0;
 };
 
 // The communicator's device state (null in builds without CUDA). Makes no CUDA call.

@@ -216,6 +216,7 @@ void PlanKernels::bindPlans(Run& run) {
     b.abort = const_cast<uint32_t*>(abortFlag_.device);
     b.timeoutNs = static_cast<uint64_t>(std::max<int64_t>(facts_.timeoutMs, 0)) * 1000000u;
     b.lowLatencyBytes = lowLatencyBytes_;
+    b.profile = profile_;
     run.planBytes[k] = devicePlanBytes(*kp.plan, b);
     run.firstStatus[k] = run.lanes;
     run.lanes += kp.plan->lanes.size();

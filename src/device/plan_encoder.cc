@@ -260,6 +260,7 @@ Status encodeDevicePlan(const Plan& plan, const DevicePlanBindings& b, std::span
   h.nbuffers = static_cast<uint32_t>(b.buffers.size());
   h.elemSize = static_cast<uint32_t>(elemSize);
   h.dtype = b.dtype;
+  h.profile = b.profile ? 1 : 0;
   h.timeoutNs = b.timeoutNs;
   h.abort = b.abort;
   h.laneOffset = l.lanes;

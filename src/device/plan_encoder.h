@@ -55,6 +55,8 @@ struct DevicePlanBindings {
   // Messages of at most this many bytes travel as low-latency words where their FIFO has the slots
   // (kernels/cuda/device_plan_layout.h); 0: never. Every rank must encode with the same value.
   uint64_t lowLatencyBytes = 0;
+  // Every lane times the parts of its steps into its status (DeviceLaneProfile; LOOM_DEVICE_PROFILE).
+  bool profile = false;
 };
 
 // Bytes the encoding of `plan` with these bindings takes.

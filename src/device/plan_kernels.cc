@@ -141,6 +141,7 @@ Status PlanKernels::setUp(int gpu) {
   options.netLanes = static_cast<bool>(facts_.netLanes.start);
   lowLatencyBytes_ = lowLatencyBytesSetting();
   p2pDirect_ = settingFlag(Setting::P2pDirect);
+  profile_ = settingFlag(Setting::DeviceProfile);
   {
     DeviceScope scope(gpu);
     LOOM_CUDA_TRY(scope.error());
@@ -377,6 +378,7 @@ void PlanKernels::reapLocked() {
       return;  // the stream is broken: its launches stay until the communicator goes
     }
     if (!done) return;
+    if (profile_) addProfile(l);
     for (const KernelLaunch::Entry& e : l.entries) {
       Status result = devicePlanResult(*e.plan, std::span(l.statuses + e.firstStatus, e.plan->lanes.size()));
       // Lanes stopped by the abort word after the communicator failed say only that: the failure that
@@ -462,6 +464,40 @@ void PlanKernels::reapCapturedLocked() {
       fail(devicePlanResult(*e.plan, lanes).withContext(e.describe() + ", in a CUDA graph"));
       return;
     }
+}
+
+void PlanKernels::addProfile(const KernelLaunch& l) {
+  loomDeviceProfile_t& t = profileTotals_;
+  ++t.launches;
+  for (const KernelLaunch::Entry& e : l.entries)
+    for (size_t i = 0; i < e.plan->lanes.size(); ++i) {
+      const cuda::DeviceLaneStatus& s = l.statuses[e.firstStatus + i];
+      if (static_cast<cuda::DeviceLaneOutcome>(s.outcome) == cuda::DeviceLaneOutcome::NotReported) continue;
+      ++t.lanes;
+      t.steps += s.step;
+      t.bytes += s.profile.bytes;
+      t.waitNs += s.profile.waitNs;
+      t.dataNs += s.profile.dataNs;
+      t.publishNs += s.profile.publishNs;
+      t.laneNs += s.profile.laneNs;
+    }
+}
+
+Status PlanKernels::profile(bool reset, loomDeviceProfile_t* out) {
+  if (setup_ != PlanKernelSetup::Ready)
+    return errorStatus(loomInvalidUsage, "{}: no plan kernels to profile ({})", facts_.describe,
+                       setup_ == PlanKernelSetup::NotYet ? "no device operation ran as one yet" : refusal_);
+  if (!profile_)
+    return errorStatus(loomInvalidUsage, "{}: plan kernels are not profiled (LOOM_DEVICE_PROFILE=1 profiles them)",
+                       facts_.describe);
+  std::lock_guard<std::mutex> lock(mutex_);
+  {
+    RelaxedCaptureMode relaxed;  // event queries while some thread captures a graph (launch() says why)
+    reapLocked();
+  }
+  *out = profileTotals_;
+  if (reset) profileTotals_ = {};
+  return Status::Ok();
 }
 
 void PlanKernels::poll() {

@@ -128,6 +128,7 @@ class PlanKernels {
   // From any thread.
   void raiseAbort();
   void poll();
+  Status profile(bool reset, loomDeviceProfile_t* out);  // device_layer.h's CommDevice::profile
 
  private:
   // Nothing enqueued yet: what launch() refuses (alignment, the legacy stream, mixed captures).
@@ -164,6 +165,7 @@ class PlanKernels {
   // Reports and forgets finished launches; reports what a captured launch's replays saw. Under mutex_.
   void reapLocked();
   void reapCapturedLocked();
+  void addProfile(const KernelLaunch& l);  // a reaped launch's lanes into profileTotals_ (under mutex_)
   void fail(const Status& error);
 
   const CommFacts& facts_;
@@ -187,6 +189,8 @@ class PlanKernels {
   std::shared_ptr<KernelLaunch> lastLaunch_;
   EventHandle lastMark_;
   bool p2pDirect_ = true;  // LOOM_P2P_DIRECT, read at setup
+  bool profile_ = false;   // LOOM_DEVICE_PROFILE, read at setup: plans are encoded to time their steps
+  loomDeviceProfile_t profileTotals_ = {};  // the reaped launches' lanes, summed (under mutex_)
   // The same within one CUDA graph capture: the last launch captured, and into which capture.
   EventHandle lastCaptured_;
   unsigned long long lastCaptureId_ = 0;

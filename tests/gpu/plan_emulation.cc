@@ -111,6 +111,7 @@ struct BoundPlan {
     bindings.laneStatus = status.data();
     bindings.timeoutNs = options.timeoutNs;
     bindings.lowLatencyBytes = options.lowLatencyBytes;
+    bindings.profile = options.profile;
   }
   BoundPlan(const BoundPlan&) = delete;
   BoundPlan& operator=(const BoundPlan&) = delete;
@@ -198,6 +199,10 @@ std::vector<loom::Status> runEmulated(const std::vector<RankRun>& ranks, const H
     }
   }
   for (size_t r = 0; r < ranks.size(); ++r) results[r] = bound[r]->result();
+  if (options.laneStatuses) {
+    options.laneStatuses->clear();
+    for (const auto& b : bound) options.laneStatuses->push_back(b->status);
+  }
   return results;
 }
 

@@ -86,6 +86,9 @@ struct EmulationOptions {
   std::vector<uint32_t> startDelayMs;  // by rank: how long its lanes sleep before they start (none: 0)
   uint64_t lowLatencyBytes = 0;  // messages up to this size travel as low-latency words (0: none)
   loom::cuda::HostLaneCounts* counts = nullptr;  // where every lane counts its releases and acquires (or none)
+  bool profile = false;  // encode the plans to time their steps (LOOM_DEVICE_PROFILE)
+  // runEmulated: each rank's lanes' statuses after the run, by rank (or not kept).
+  std::vector<std::vector<loom::cuda::DeviceLaneStatus>>* laneStatuses = nullptr;
 };
 
 // Encodes every rank's plan over `mesh` and runs all of their lanes at once, each on its own

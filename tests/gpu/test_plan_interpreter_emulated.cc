@@ -173,6 +173,61 @@ TEST(PlanInterpreter, CountersSeenOnceAreNotReadAgain) {
   EXPECT_EQ(received, sent);
 }
 
+// LOOM_DEVICE_PROFILE: each lane's first worker splits its time between waiting, data and publishing,
+// and those parts add up to the lane's whole time; a lane whose peer starts 200 ms late waits at least
+// half of that. Not profiled, a lane reports no time at all. The results match the reference either way.
+TEST(PlanInterpreter, ProfiledLanesSayWhereTheirTimeWent) {
+  constexpr uint64_t kCount = 16 * 1024;
+  constexpr uint64_t kChunk = 1024;
+  constexpr uint32_t kLateMs = 200;
+  for (bool profile : {true, false}) {
+    HostFifoMesh mesh(2, 1, 4, kChunk * 4);
+    std::vector<loom::Plan> plans(2);
+    std::vector<std::vector<float>> send(2, std::vector<float>(kCount)), recv(2, std::vector<float>(kCount)),
+        expect(2, std::vector<float>(kCount));
+    std::vector<RankRun> runs, reference;
+    for (int r = 0; r < 2; ++r) {
+      loom::PlanRequest req;
+      req.nranks = 2;
+      req.rank = r;
+      req.count = kCount;
+      req.elemSize = 4;
+      req.chunkElems = kChunk;
+      ASSERT_TRUE(loom::buildRingPlan(req, &plans[r]).ok());
+      for (uint64_t i = 0; i < kCount; ++i) send[r][i] = static_cast<float>((i * 5 + r) % 777);
+      runs.push_back(RankRun{&plans[r], {reinterpret_cast<char*>(send[r].data()), reinterpret_cast<char*>(recv[r].data())}});
+      reference.push_back(RankRun{&plans[r], {reinterpret_cast<char*>(send[r].data()), reinterpret_cast<char*>(expect[r].data())}});
+    }
+    std::vector<std::vector<loom::cuda::DeviceLaneStatus>> statuses;
+    EmulationOptions options;
+    options.profile = profile;
+    options.laneStatuses = &statuses;
+    options.startDelayMs = {0, kLateMs};
+    for (const loom::Status& st : runEmulated(runs, mesh, loomFloat32, loom::ReduceOp{}, options))
+      ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_TRUE(runReference(reference, loomFloat32, loom::ReduceOp{}).ok());
+    EXPECT_EQ(recv, expect);
+    ASSERT_EQ(statuses.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(statuses[r].size(), plans[r].lanes.size());
+      for (size_t l = 0; l < plans[r].lanes.size(); ++l) {
+        const loom::cuda::DeviceLaneProfile& p = statuses[r][l].profile;
+        if (!profile) {
+          EXPECT_EQ(p.waitNs + p.dataNs + p.publishNs + p.laneNs + p.bytes, 0u) << "rank " << r << " lane " << l;
+          continue;
+        }
+        uint64_t bytes = 0;
+        for (const loom::Step& step : plans[r].lanes[l].steps) bytes += step.count * 4;
+        EXPECT_EQ(statuses[r][l].step, plans[r].lanes[l].steps.size());
+        EXPECT_EQ(p.bytes, bytes) << "rank " << r << " lane " << l;
+        EXPECT_EQ(p.waitNs + p.dataNs + p.publishNs, p.laneNs) << "the parts cover the lane's time, once each";
+        EXPECT_GT(p.dataNs, 0u);
+        if (r == 0) EXPECT_GE(p.waitNs, uint64_t{kLateMs / 2} * 1000000u) << "rank 1 started " << kLateMs << " ms late";
+      }
+    }
+  }
+}
+
 // ---- What must fail ----------------------------------------------------------------------------------
 
 struct SingleRank {

@@ -180,6 +180,7 @@ class RankBenchmark {
     // loop would only enqueue otherwise), so iterations do not overlap there.
     const bool stamp = o_.percentiles;
     if (stamp) iterationEnds_.assign(static_cast<size_t>(o_.iters), 0.0);
+    readDeviceProfile();  // the warm-up's launches out of the timed iterations' figures
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) {
       iteration();
@@ -193,6 +194,7 @@ class RankBenchmark {
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     const double seconds = combineTime(elapsed.count() / (static_cast<double>(o_.iters) * o_.aggIters));
     const Percentiles spread = stamp ? iterationPercentiles() : Percentiles{};
+    const loomDeviceProfile_t profile = readDeviceProfile();
 
     int64_t wrong = -1;
     if (o_.checkIters > 0) {
@@ -209,7 +211,22 @@ class RankBenchmark {
     const double algBw = seconds > 0 ? static_cast<double>(t.layout.paramCount * elt) *
                                            coll_.algFactor(nranks_) / 1e9 / seconds
                                      : 0;
-    return {seconds * 1e6, algBw, algBw * coll_.busFactor(nranks_), wrong, spread.p50Us, spread.p99Us, spread.maxUs};
+    return {seconds * 1e6,  algBw,        algBw * coll_.busFactor(nranks_),
+            wrong,          spread.p50Us, spread.p99Us,
+            spread.maxUs,   profile};
+  }
+
+  // -G cuda: what this communicator's plan kernels timed since the last read (LOOM_DEVICE_PROFILE=1,
+  // loomCommDeviceProfile, then reset), summed over the ranks; zeros where a rank does not profile.
+  // Every rank calls it (the sum is a collective), so only -G decides, as it does on every rank.
+  loomDeviceProfile_t readDeviceProfile() {
+    loomDeviceProfile_t p = {};
+    if (!device_.enabled()) return p;
+    if (loomCommDeviceProfile(comm_, &p, 1) != loomSuccess) p = {};  // not profiled: nothing to add
+    uint64_t words[8] = {p.launches, p.lanes, p.steps, p.bytes, p.waitNs, p.dataNs, p.publishNs, p.laneNs};
+    check(loomAllReduce(words, words, 8, loomUint64, loomSum, comm_, nullptr), "loomAllReduce (device profile)",
+          comm_);
+    return {words[0], words[1], words[2], words[3], words[4], words[5], words[6], words[7]};
   }
 
   struct Percentiles {

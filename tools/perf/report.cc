@@ -66,6 +66,8 @@ void Report::row(const ResultRow& r) {
   fmt::print("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}\n", r.bytes, r.count, dataTypeInfo(r.type).name,
              redOpName(r.op), r.root, formatMeasurement(r.outOfPlace, options_.percentiles),
              formatMeasurement(r.inPlace, options_.percentiles));
+  printProfile(r.outOfPlace, "out-of-place");
+  printProfile(r.inPlace, "in-place");
   std::fflush(stdout);
   for (const Measurement* m : {&r.outOfPlace, &r.inPlace}) {
     busBwSum_ += m->busBw;
@@ -89,11 +91,33 @@ void Report::addJson(const ResultRow& r, const Measurement& m, bool inPlace) {
                    {"wrong", m.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(m.wrong)},
                    {"nranks", nranks_},
                    {"inplace", inPlace}});
+  if (m.profile.launches > 0) {
+    const loomDeviceProfile_t& p = m.profile;
+    rows_.back()["profile"] = {{"launches", p.launches}, {"lanes", p.lanes},         {"steps", p.steps},
+                               {"bytes", p.bytes},       {"wait_ns", p.waitNs},      {"data_ns", p.dataNs},
+                               {"publish_ns", p.publishNs}, {"lane_ns", p.laneNs}};
+  }
   if (options_.percentiles) {
     rows_.back()["p50_us"] = m.p50Us;
     rows_.back()["p99_us"] = m.p99Us;
     rows_.back()["max_us"] = m.maxUs;
   }
+}
+
+// One comment line under the row: per step of a lane, where its first thread's time went.
+void Report::printProfile(const Measurement& m, const char* which) {
+  const loomDeviceProfile_t& p = m.profile;
+  if (p.launches == 0 || p.steps == 0) return;
+  const double steps = static_cast<double>(p.steps);
+  const double parts = static_cast<double>(p.waitNs + p.dataNs + p.publishNs);
+  auto part = [&](const char* name, uint64_t ns) {
+    return fmt::format("{} {:.2f} us ({:.0f}%)", name, static_cast<double>(ns) / steps / 1e3,
+                       parts > 0 ? 100.0 * static_cast<double>(ns) / parts : 0.0);
+  };
+  fmt::print("#   profile {}: {} lanes of {:.1f} steps, {:.0f} KiB a step; per step {}, {}, {}\n", which,
+             static_cast<double>(p.lanes) / static_cast<double>(p.launches), steps / static_cast<double>(p.lanes),
+             static_cast<double>(p.bytes) / steps / 1024.0, part("wait", p.waitNs), part("data", p.dataNs),
+             part("publish", p.publishNs));
 }
 
 bool Report::finish() {

@@ -18,6 +18,9 @@ struct Measurement {
   int64_t wrong;  // summed over ranks; -1 when not checked
   // --percentiles: over the timed iterations, each the slowest rank's time per operation; else -1.
   double p50Us = -1, p99Us = -1, maxUs = -1;
+  // LOOM_DEVICE_PROFILE=1 with -G cuda: what the plan kernels' lanes of every rank timed over the timed
+  // iterations (loomCommDeviceProfile, summed over ranks); launches 0 otherwise.
+  loomDeviceProfile_t profile = {};
 };
 
 struct ResultRow {
@@ -41,6 +44,7 @@ class Report {
 
  private:
   void addJson(const ResultRow& row, const Measurement& m, bool inPlace);
+  void printProfile(const Measurement& m, const char* which);
 
   const Options& options_;
   int nranks_;

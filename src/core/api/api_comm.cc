@@ -286,6 +286,16 @@ LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* async
   });
 }
 
+LOOM_API loomResult_t loomCommDeviceProfile(loomComm_t comm, loomDeviceProfile_t* profile, int reset) {
+  return apiCall(comm, [&]() -> Status {
+    if (!comm || !profile) return invalidArgument("loomCommDeviceProfile: NULL argument");
+    if (!comm->device)
+      return errorStatus(loomInvalidUsage, "loomCommDeviceProfile: {} has no plan kernels (a build without CUDA)",
+                         comm->describe());
+    return comm->device->profile(reset != 0, profile);
+  });
+}
+
 LOOM_API loomResult_t loomCommCount(const loomComm_t comm, int* count) {
   return apiCall(comm, [&]() -> Status {
     if (!comm || !count) return invalidArgument("loomCommCount: NULL argument");

@@ -85,12 +85,25 @@ enum class DeviceLaneOutcome : uint32_t {
   WrongElementSize = 5,  // the kernel's element type is not the encoded plan's dtype
 };
 
+// Where a lane's time went, when its plan was encoded with `profile` (LOOM_DEVICE_PROFILE): the lane's
+// first worker reads the clock (%globaltimer on a GPU) around the parts of each step, so every figure
+// is that worker's view. Zero when not profiled. (No member initializers: the interpreter keeps one in
+// a lane's shared memory, which a type with a constructor may not be.)
+struct DeviceLaneProfile {
+  uint64_t waitNs;     // claiming the step: waiting for a free slot and for the message (low-latency words too)
+  uint64_t dataNs;     // the step's copies and reductions, from the barrier that hands them out to the one ending them
+  uint64_t publishNs;  // publishing: the release of the FIFOs' counters
+  uint64_t laneNs;     // the lane from its first step's claim to its last step's publish
+  uint64_t bytes;      // the steps' elements, in bytes
+};
+
 struct DeviceLaneStatus {
   uint32_t outcome = 0;  // DeviceLaneOutcome
   uint32_t step = 0;     // the step the lane stopped at (its step count when Done)
   int32_t peer = -1;     // the peer it waited on, or -1
   uint32_t reserved = 0;
   uint64_t detail = 0;  // SizeMismatch: the bytes that arrived
+  DeviceLaneProfile profile = {};
 };
 
 // ---- The plan itself (read in place by plan_interpreter.cuh) ------------------------------------------
@@ -137,6 +150,8 @@ struct DevicePlanHeader {
   uint32_t nbuffers = 0;  // buffer indices the steps may name (a call binds that many)
   uint32_t elemSize = 1;
   loomDataType_t dtype = loomUint8;
+  uint32_t profile = 0;  // non-zero: every lane times its steps into its status (DeviceLaneProfile)
+  uint32_t reserved = 0;
   uint64_t timeoutNs = 0;     // a wait without progress this long fails (0: never)
   uint32_t* abort = nullptr;  // non-zero: stop waiting (null: no abort word)
   uint64_t laneOffset = 0, stepOffset = 0, sendFifoOffset = 0, recvFifoOffset = 0;

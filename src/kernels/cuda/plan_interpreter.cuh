@@ -84,7 +84,19 @@ struct LaneShared {
   // Worker 0's alone, kept here rather than in its registers, where arrays indexed at run time would
   // go to local memory.
   SeenCounters seen;
+  // A profiled lane's figures so far and its clock's last reading (worker 0's; here, not in registers,
+  // so that a lane not profiled pays for none of it).
+  DeviceLaneProfile profile;
+  uint64_t profileClock, profileStart;
 };
+
+// Worker 0 of a profiled lane: the time since its last reading goes to `part`.
+template <class P>
+LOOM_HD void profileMark(P& p, LaneShared& sh, uint64_t* part) {
+  const uint64_t now = p.nowNs();
+  *part += now - sh.profileClock;
+  sh.profileClock = now;
+}
 
 // The encoded plan, read in place, with what this call binds (its buffers, operator, lane statuses).
 class DevicePlanView {
@@ -436,6 +448,12 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
   StepClaim claim;  // worker 0's
   SeenCounters& seen = sh.seen;  // worker 0's
   if (p.worker() == 0) seen.forget();
+  // LOOM_DEVICE_PROFILE: worker 0 reads the clock around each part of a step (DeviceLaneProfile).
+  const bool profile = h.profile != 0 && p.worker() == 0;
+  if (profile) {
+    sh.profile = DeviceLaneProfile{};
+    sh.profileStart = sh.profileClock = p.nowNs();
+  }
   DeviceLaneOutcome outcome =
       h.elemSize == sizeof(typename E::Storage) ? DeviceLaneOutcome::Done : DeviceLaneOutcome::WrongElementSize;
   uint32_t i = 0;
@@ -445,6 +463,7 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
     if (p.worker() == 0) {
       claim = StepClaim{};
       sh.outcome = static_cast<uint32_t>(claimSlots(p, plan, s, bytes, sh, claim, seen));
+      if (profile) profileMark(p, sh, &sh.profile.waitNs);
     }
     p.barrier();
     outcome = static_cast<DeviceLaneOutcome>(sh.outcome);
@@ -453,6 +472,7 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
     const uint64_t sendSeq = sh.sendSeq;
     if (s.recvLowLatency) {
       outcome = receiveLowLatency(p, plan, s, bytes, sh.recvSeq, sh);
+      if (profile) profileMark(p, sh, &sh.profile.waitNs);
       if (outcome != DeviceLaneOutcome::Done) {
         claim.peer = s.recvPeer;  // worker 0's claim names whom it waited on
         break;
@@ -461,10 +481,21 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
     moveData<E>(p, plan, s, sh.sendSlot, sh.recvSlot);
     p.barrier();
     if (s.sendLowLatency) sendLowLatency(p, plan, s, bytes, sendSeq, sh);
-    if (p.worker() == 0) publishStep(p, plan, s, bytes, claim);
+    if (p.worker() == 0) {
+      if (profile) profileMark(p, sh, &sh.profile.dataNs);
+      publishStep(p, plan, s, bytes, claim);
+      if (profile) {
+        profileMark(p, sh, &sh.profile.publishNs);
+        sh.profile.bytes += bytes;
+      }
+    }
   }
   if (p.worker() != 0) return;
   DeviceLaneStatus& st = call.laneStatus[laneIndex];
+  if (profile) {
+    sh.profile.laneNs = sh.profileClock - sh.profileStart;
+    st.profile = sh.profile;
+  }
   st.step = i;
   st.peer = outcome == DeviceLaneOutcome::Done ? -1 : claim.peer;
   st.detail = claim.detail;
