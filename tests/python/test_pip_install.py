@@ -5,7 +5,8 @@ nothing behind.
 
 The venv sees this interpreter's packages (torch, numpy, meson-python), as `--system-site-packages`
 makes it, and installs its own loom. The build folder scripts/install-python.sh made (build-python/) is
-reused, so only what differs for the venv's interpreter is rebuilt."""
+reused, with the options it was set up with (scripts/test.sh's CPU build: no CUDA, -Og), so only what
+differs for the venv's interpreter is rebuilt."""
 import json
 import os
 import subprocess
@@ -36,6 +37,14 @@ if __name__ == "__main__":
 """
 
 
+def setup_args_of(build):
+    """-Csetup-args for the options install-python.sh may have changed from the package's defaults, as the
+    build folder has them now (meson-python's own setup arguments would set the optimization back)."""
+    with open(os.path.join(build, "meson-info", "intro-buildoptions.json")) as f:
+        options = {o["name"]: o["value"] for o in json.load(f)}
+    return [f"-Csetup-args=-D{name}={options[name]}" for name in ("optimization", "cuda") if name in options]
+
+
 def tree(path):
     """Every file and folder under path, relative."""
     out = set()
@@ -63,7 +72,7 @@ def test_pip_install_into_a_fresh_venv():
         return proc.stdout
 
     run(python, "-m", "pip", "install", "--disable-pip-version-check", "--no-build-isolation", "--no-deps",
-        f"-Cbuild-dir={BUILD}", ROOT, timeout=1800)
+        f"-Cbuild-dir={BUILD}", *setup_args_of(BUILD), ROOT, timeout=1800)
     installed = tree(env_dir) - before
     for script in ("loom-info", "loom-plan", "loom-perf", "loom-doctor"):
         assert os.path.join("bin", script) in installed, f"{script} is not on the venv's PATH"
