@@ -122,6 +122,11 @@ for step in "${steps[@]}"; do
         continue
       fi
       gtest_suite plans "$bin/${binary[tests]}" 'DeviceCollectives' LOOM_TEST_GPU_MODE=plans LOOM_DEVICE_PLANS=require
+      # A CUDA graph of 100 collectives replayed, and the kernels' profile read through the API.
+      gtest_item plans-graph-loops 20 120 30 "$bin/${binary[tests]}" 'Ranks/GraphLoops.*' \
+        LOOM_TEST_GPU_MODE=plans LOOM_DEVICE_PLANS=require
+      gtest_item plans-profile 10 60 20 "$bin/${binary[tests]}" 'DeviceProfile.*' \
+        LOOM_TEST_GPU_MODE=plans LOOM_DEVICE_PLANS=require
       ;;
     staged)
       ensure_binaries || continue

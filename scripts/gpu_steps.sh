@@ -54,8 +54,9 @@ for line in open(sys.argv[1]):
 perf_item() {
   local name=$1 config=$2 binary=$3
   shift 3
-  local json="$items_work/$name.json"
-  item_run "$name" 10 90 "$binary" -G cuda -T 80 -J "$json" "$@" || return
+  local json="$items_work/$name.json" device=(-G cuda)
+  [[ " $* " == *" -G "* ]] && device=()  # the item's own -G N (CUDA graphs; device memory too)
+  item_run "$name" 10 90 "$binary" "${device[@]}" -T 80 -J "$json" "$@" || return
   python3 - "$json" "$config" >>"$rows" <<'EOF'
 import json, sys
 for row in json.load(open(sys.argv[1])):
@@ -71,6 +72,9 @@ step_perf() {
   LOOM_DEVICE_PLANS=require perf_item perf-all_reduce-2threads 2threads "$binary" all_reduce -t 2 "${sweep[@]}"
   LOOM_DEVICE_PLANS=require perf_item latency-2threads 2threads "$binary" all_reduce -t 2 -b 8 -e 8 \
     -n "$latency_iters" -w 100 -c 1 --percentiles
+  # The same in a CUDA graph (nccl-tests' -G): the host's work per call out of the loop.
+  LOOM_DEVICE_PLANS=require perf_item latency-2threads-graph 2threads-graph "$binary" all_reduce -t 2 -b 8 -e 8 \
+    -n 100 -w 100 -c 1 -G 20
   perf_item perf-all_reduce-1rank 1rank "$binary" all_reduce -t 1 "${sweep[@]}"
   perf_item latency-1rank 1rank "$binary" all_reduce -t 1 -b 8 -e 8 -n "$latency_iters" -w 100 -c 1 --percentiles
   local coll

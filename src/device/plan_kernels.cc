@@ -452,6 +452,10 @@ Status PlanKernels::takeSlot(KernelLaunch* launch) {
 // done, are no failure: a replay may be running).
 void PlanKernels::reapCapturedLocked() {
   if (failed_.load()) return;  // already failed (and told): a failure stays in the statuses
+  // A lane that fails raises the abort word (plan_interpreter.cuh's runLane), and nothing else raises
+  // it before failed_ is set: while it is down no replay failed, and the captured launches, however
+  // many, are not looked at (one read of pinned memory per call).
+  if (captured_.empty() || !abortFlag_.host || *abortFlag_.host == 0) return;
   for (const auto& l : captured_)
     for (const KernelLaunch::Entry& e : l->entries) {
       const std::span<const cuda::DeviceLaneStatus> lanes(l->statuses + e.firstStatus, e.plan->lanes.size());

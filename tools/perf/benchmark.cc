@@ -181,18 +181,32 @@ class RankBenchmark {
     const bool stamp = o_.percentiles;
     if (stamp) iterationEnds_.assign(static_cast<size_t>(o_.iters), 0.0);
     readDeviceProfile();  // the warm-up's launches out of the timed iterations' figures
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < o_.iters; ++i) {
-      iteration();
-      if (stamp) {
-        device_.synchronize();
-        iterationEnds_[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto start = std::chrono::steady_clock::now();
+    int launches = 1;  // of the timed loop: -G N replays it N times
+    if (o_.graphLaunches > 0) {
+      // As nccl-tests' -G: the loop's iterations captured once (nothing runs yet), then the graph
+      // launched N times, the clock started once every rank has captured.
+      launches = o_.graphLaunches;
+      device_.replayCaptured(
+          launches, [&] { for (int i = 0; i < o_.iters; ++i) iteration(); },
+          [&] {
+            barrier();  // every rank's graph exists before any rank launches its own
+            start = std::chrono::steady_clock::now();
+          });
+    } else {
+      for (int i = 0; i < o_.iters; ++i) {
+        iteration();
+        if (stamp) {
+          device_.synchronize();
+          iterationEnds_[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        }
+        if (o_.blocking == 1) barrier();
       }
-      if (o_.blocking == 1) barrier();
     }
     device_.synchronize();  // -G cuda: the loop only enqueued
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    const double seconds = combineTime(elapsed.count() / (static_cast<double>(o_.iters) * o_.aggIters));
+    const double seconds =
+        combineTime(elapsed.count() / (static_cast<double>(o_.iters) * o_.aggIters * launches));
     const Percentiles spread = stamp ? iterationPercentiles() : Percentiles{};
     const loomDeviceProfile_t profile = readDeviceProfile();
 

@@ -88,6 +88,29 @@ void DeviceBuffers::download(const BufferView& h, size_t elemSize) const {
   cudaCheck(cudaMemcpy(h.recv, d.recv, h.recvCount * elemSize, cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
 }
 
+void beginGraphCapture(void* stream) {
+  cudaCheck(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal),
+            "cudaStreamBeginCapture");
+}
+
+void* endGraphCapture(void* stream) {
+  cudaGraph_t graph = nullptr;
+  cudaCheck(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);  // the executable graph keeps what it needs
+  cudaCheck(made, "cudaGraphInstantiate");
+  return exec;
+}
+
+void launchGraph(void* exec, void* stream) {
+  cudaCheck(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), static_cast<cudaStream_t>(stream)), "cudaGraphLaunch");
+}
+
+void destroyGraph(void* exec) {
+  if (exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+}
+
 #else  // !LOOM_HAVE_CUDA
 
 bool cudaBuild() { return false; }
@@ -101,6 +124,10 @@ BufferView DeviceBuffers::map(const BufferView& h) const { return h; }
 void DeviceBuffers::upload(const BufferView&, size_t) const {}
 void DeviceBuffers::download(const BufferView&, size_t) const {}
 void DeviceBuffers::synchronize() const {}
+void beginGraphCapture(void*) { throw std::runtime_error("-G: this loom-perf was built without CUDA"); }
+void* endGraphCapture(void*) { return nullptr; }
+void launchGraph(void*, void*) {}
+void destroyGraph(void*) {}
 
 #endif
 

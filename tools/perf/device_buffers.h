@@ -33,6 +33,12 @@ class DeviceBuffers {
   // The stream the collectives run on (nullptr without -G), and waiting for it.
   void* stream() const { return stream_; }
   void synchronize() const;
+  // -G N: what `enqueue` puts on the stream captured into a CUDA graph (the calling thread's capture
+  // only: rank threads capture side by side); once it is instantiated `ready()`, then that graph
+  // launched `launches` times and waited for. The graph is destroyed before this returns, also when
+  // something throws.
+  template <class Enqueue, class Ready>
+  void replayCaptured(int launches, Enqueue enqueue, Ready ready);
 
   // "host memory" or "cuda:N device memory" for the report's rank lines.
   const char* describe() const;
@@ -51,5 +57,37 @@ class DeviceBuffers {
 
 // Whether this build can run -G cuda.
 bool cudaBuild();
+
+// replayCaptured's CUDA calls (device_buffers.cc): capture begun on `stream`, ended into an
+// instantiated graph (an opaque handle), launched, destroyed.
+void beginGraphCapture(void* stream);
+void* endGraphCapture(void* stream);  // the executable graph; throws when the capture broke
+void launchGraph(void* exec, void* stream);
+void destroyGraph(void* exec);
+
+template <class Enqueue, class Ready>
+void DeviceBuffers::replayCaptured(int launches, Enqueue enqueue, Ready ready) {
+  beginGraphCapture(stream_);
+  void* exec = nullptr;
+  try {
+    enqueue();
+  } catch (...) {
+    try {
+      destroyGraph(endGraphCapture(stream_));
+    } catch (...) {  // the capture broke too: the first error is the one to report
+    }
+    throw;
+  }
+  exec = endGraphCapture(stream_);
+  try {
+    ready();
+    for (int i = 0; i < launches; ++i) launchGraph(exec, stream_);
+    synchronize();
+  } catch (...) {
+    destroyGraph(exec);
+    throw;
+  }
+  destroyGraph(exec);
+}
 
 }  // namespace loomperf

@@ -112,8 +112,18 @@ Options parseOptions(int argc, char** argv) {
                "slowest rank's); with -m each iteration is the group of -m operations, with -G cuda each one "
                "waits for its stream");
   std::string device = "host";
-  app.add_option("-G,--device", device, "Buffer memory: host (default) or cuda (cudaMalloc, GPU rank % count)")
-      ->check(CLI::IsMember({"host", "cuda"}));
+  app.add_option("-G,--device,--cudagraph", device,
+                 "Buffer memory: host (default) or cuda (cudaMalloc, GPU rank % count); or a number N as "
+                 "nccl-tests' -G: cuda, and each size's timed loop captured into a CUDA graph launched N times "
+                 "(0: not captured)")
+      ->check(CLI::Validator(
+          [](const std::string& v) -> std::string {
+            if (v == "host" || v == "cuda") return "";
+            if (!v.empty() && v.size() < 9 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
+              return "";
+            return "'" + v + "' is neither host, cuda nor a number of graph launches";
+          },
+          "host|cuda|N"));
 
   try {
     app.parse(normalizedArgs(argc, argv));
@@ -135,9 +145,15 @@ Options parseOptions(int argc, char** argv) {
   else
     o.root = std::atoi(rootName.c_str());
   o.average = static_cast<Average>(average);
-  o.cudaDevice = device == "cuda";
+  o.cudaDevice = device != "host";
+  if (device != "host" && device != "cuda") o.graphLaunches = std::atoi(device.c_str());
   if (o.cudaDevice && !cudaBuild()) {
-    std::cerr << program << ": -G cuda: this loom-perf was built without CUDA\n";
+    std::cerr << program << ": -G " << device << ": this loom-perf was built without CUDA\n";
+    std::exit(2);
+  }
+  if (o.graphLaunches > 0 && o.percentiles) {
+    std::cerr << program << ": --percentiles times each iteration, -G " << device
+              << " launches them as one graph: use one or the other\n";
     std::exit(2);
   }
   if (o.maxBytes < o.minBytes) {

@@ -34,6 +34,9 @@ struct Options {
   int nthreads = 1;  // -t: rank threads per process
   int timeoutSec = 0;
   bool cudaDevice = false;  // -G cuda: buffers in CUDA device memory (device_buffers.h)
+  // -G N (nccl-tests' --cudagraph), N > 0: device memory too, and each size's timed loop captured into
+  // a CUDA graph once, then launched N times.
+  int graphLaunches = 0;
   std::string jsonFile;
   bool percentiles = false;  // per-iteration times: p50, p99 and max per size
   std::string commandLine;  // as typed, for the report
