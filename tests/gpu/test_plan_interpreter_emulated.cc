@@ -102,6 +102,36 @@ TEST(PlanInterpreter, PointToPointGroups) {
       for (bool direct : {false, true}) EXPECT_EQ(runP2pGroup(n, count, direct), "");
 }
 
+// A 2-rank ring all-reduce of `count` floats in chunks of `chunk` elements: each rank's plan, its input
+// (input(rank, i)), the emulation's runs into `recv` and the reference run's into `expect`.
+struct TwoRankRing {
+  template <class Input>
+  TwoRankRing(uint64_t count, uint64_t chunk, Input input)
+      : send(2, std::vector<float>(count)), recv(send), expect(send) {
+    for (int r = 0; r < 2; ++r) {
+      loom::PlanRequest req;
+      req.nranks = 2;
+      req.rank = r;
+      req.count = count;
+      req.elemSize = 4;
+      req.chunkElems = chunk;
+      built = built && loom::buildRingPlan(req, &plans[r]).ok();
+      for (const loom::Lane& lane : plans[r].lanes) steps += lane.steps.size();
+      for (uint64_t i = 0; i < count; ++i) send[r][i] = input(r, i);
+      runs.push_back(RankRun{&plans[r], {reinterpret_cast<char*>(send[r].data()), reinterpret_cast<char*>(recv[r].data())}});
+      reference.push_back(RankRun{&plans[r], {reinterpret_cast<char*>(send[r].data()), reinterpret_cast<char*>(expect[r].data())}});
+    }
+  }
+  TwoRankRing(const TwoRankRing&) = delete;  // the runs point into its vectors
+  TwoRankRing& operator=(const TwoRankRing&) = delete;
+
+  bool built = true;
+  std::vector<loom::Plan> plans = std::vector<loom::Plan>(2);
+  std::vector<std::vector<float>> send, recv, expect;
+  std::vector<RankRun> runs, reference;
+  uint64_t steps = 0;  // both ranks' plan steps
+};
+
 // The handshake a GPU pays per step (plan_interpreter.cuh): every step that sends or receives through a
 // slot publishes with one release (a step that does both: one fence for both counters), at the
 // FIFO's scope, so that ranks of one process on one GPU fence at the GPU's scope only; and a sender
@@ -114,37 +144,19 @@ TEST(PlanInterpreter, EveryStepPublishesWithOneReleaseAtItsFifosScope) {
   for (loom::cuda::FifoScope scope : {loom::cuda::FifoScope::System, loom::cuda::FifoScope::Gpu}) {
     HostFifoMesh mesh(2, 1, 4, kChunk * 4);
     mesh.setScope(scope);
-    std::vector<loom::Plan> plans(2);
-    std::vector<std::vector<float>> send(2, std::vector<float>(kCount)), recv(2, std::vector<float>(kCount)),
-        expect(2, std::vector<float>(kCount));
-    uint64_t steps = 0;
-    for (int r = 0; r < 2; ++r) {
-      loom::PlanRequest req;
-      req.nranks = 2;
-      req.rank = r;
-      req.count = kCount;
-      req.elemSize = 4;
-      req.chunkElems = kChunk;
-      ASSERT_TRUE(loom::buildRingPlan(req, &plans[r]).ok());
-      for (const loom::Lane& lane : plans[r].lanes) steps += lane.steps.size();
-      for (uint64_t i = 0; i < kCount; ++i) send[r][i] = static_cast<float>((i * 7 + r * 3) % 1000);
-    }
-    std::vector<RankRun> runs, reference;
-    for (int r = 0; r < 2; ++r) {
-      runs.push_back(RankRun{&plans[r], {reinterpret_cast<char*>(send[r].data()), reinterpret_cast<char*>(recv[r].data())}});
-      reference.push_back(RankRun{&plans[r], {reinterpret_cast<char*>(send[r].data()), reinterpret_cast<char*>(expect[r].data())}});
-    }
+    TwoRankRing ring(kCount, kChunk, [](int r, uint64_t i) { return static_cast<float>((i * 7 + r * 3) % 1000); });
+    ASSERT_TRUE(ring.built);
     loom::cuda::HostLaneCounts counts;
     EmulationOptions options;
     options.counts = &counts;
-    for (const loom::Status& st : runEmulated(runs, mesh, loomFloat32, loom::ReduceOp{}, options))
+    for (const loom::Status& st : runEmulated(ring.runs, mesh, loomFloat32, loom::ReduceOp{}, options))
       ASSERT_TRUE(st.ok()) << st.message();
-    ASSERT_TRUE(runReference(reference, loomFloat32, loom::ReduceOp{}).ok());
-    EXPECT_EQ(recv, expect);
+    ASSERT_TRUE(runReference(ring.reference, loomFloat32, loom::ReduceOp{}).ok());
+    EXPECT_EQ(ring.recv, ring.expect);
     // Every step of a ring allreduce sends or receives (or both) through a slot.
     const bool gpu = scope == loom::cuda::FifoScope::Gpu;
-    EXPECT_EQ(counts.systemReleases.load(), gpu ? 0 : steps) << steps << " steps";
-    EXPECT_EQ(counts.gpuReleases.load(), gpu ? steps : 0) << steps << " steps";
+    EXPECT_EQ(counts.systemReleases.load(), gpu ? 0 : ring.steps) << ring.steps << " steps";
+    EXPECT_EQ(counts.gpuReleases.load(), gpu ? ring.steps : 0) << ring.steps << " steps";
   }
 }
 
@@ -182,43 +194,29 @@ TEST(PlanInterpreter, ProfiledLanesSayWhereTheirTimeWent) {
   constexpr uint32_t kLateMs = 200;
   for (bool profile : {true, false}) {
     HostFifoMesh mesh(2, 1, 4, kChunk * 4);
-    std::vector<loom::Plan> plans(2);
-    std::vector<std::vector<float>> send(2, std::vector<float>(kCount)), recv(2, std::vector<float>(kCount)),
-        expect(2, std::vector<float>(kCount));
-    std::vector<RankRun> runs, reference;
-    for (int r = 0; r < 2; ++r) {
-      loom::PlanRequest req;
-      req.nranks = 2;
-      req.rank = r;
-      req.count = kCount;
-      req.elemSize = 4;
-      req.chunkElems = kChunk;
-      ASSERT_TRUE(loom::buildRingPlan(req, &plans[r]).ok());
-      for (uint64_t i = 0; i < kCount; ++i) send[r][i] = static_cast<float>((i * 5 + r) % 777);
-      runs.push_back(RankRun{&plans[r], {reinterpret_cast<char*>(send[r].data()), reinterpret_cast<char*>(recv[r].data())}});
-      reference.push_back(RankRun{&plans[r], {reinterpret_cast<char*>(send[r].data()), reinterpret_cast<char*>(expect[r].data())}});
-    }
+    TwoRankRing ring(kCount, kChunk, [](int r, uint64_t i) { return static_cast<float>((i * 5 + r) % 777); });
+    ASSERT_TRUE(ring.built);
     std::vector<std::vector<loom::cuda::DeviceLaneStatus>> statuses;
     EmulationOptions options;
     options.profile = profile;
     options.laneStatuses = &statuses;
     options.startDelayMs = {0, kLateMs};
-    for (const loom::Status& st : runEmulated(runs, mesh, loomFloat32, loom::ReduceOp{}, options))
+    for (const loom::Status& st : runEmulated(ring.runs, mesh, loomFloat32, loom::ReduceOp{}, options))
       ASSERT_TRUE(st.ok()) << st.message();
-    ASSERT_TRUE(runReference(reference, loomFloat32, loom::ReduceOp{}).ok());
-    EXPECT_EQ(recv, expect);
+    ASSERT_TRUE(runReference(ring.reference, loomFloat32, loom::ReduceOp{}).ok());
+    EXPECT_EQ(ring.recv, ring.expect);
     ASSERT_EQ(statuses.size(), 2u);
     for (int r = 0; r < 2; ++r) {
-      ASSERT_EQ(statuses[r].size(), plans[r].lanes.size());
-      for (size_t l = 0; l < plans[r].lanes.size(); ++l) {
+      ASSERT_EQ(statuses[r].size(), ring.plans[r].lanes.size());
+      for (size_t l = 0; l < ring.plans[r].lanes.size(); ++l) {
         const loom::cuda::DeviceLaneProfile& p = statuses[r][l].profile;
         if (!profile) {
           EXPECT_EQ(p.waitNs + p.dataNs + p.publishNs + p.laneNs + p.bytes, 0u) << "rank " << r << " lane " << l;
           continue;
         }
         uint64_t bytes = 0;
-        for (const loom::Step& step : plans[r].lanes[l].steps) bytes += step.count * 4;
-        EXPECT_EQ(statuses[r][l].step, plans[r].lanes[l].steps.size());
+        for (const loom::Step& step : ring.plans[r].lanes[l].steps) bytes += step.count * 4;
+        EXPECT_EQ(statuses[r][l].step, ring.plans[r].lanes[l].steps.size());
         EXPECT_EQ(p.bytes, bytes) << "rank " << r << " lane " << l;
         EXPECT_EQ(p.waitNs + p.dataNs + p.publishNs, p.laneNs) << "the parts cover the lane's time, once each";
         EXPECT_GT(p.dataNs, 0u);
