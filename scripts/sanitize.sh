@@ -92,7 +92,8 @@ SECONDS=0
 setup build-tsan thread 1 auto
 tsan_cuda_tests=()
 if meson test -C build-tsan --list 2>/dev/null | grep gpu_plan_interpreter_emulated >/dev/null; then
-  tsan_cuda_tests=(gpu_plan_interpreter_emulated fakecuda_collectives_plans fakecuda_collectives_processes)
+  tsan_cuda_tests=(gpu_plan_interpreter_emulated fakecuda_collectives_plans fakecuda_collectives_processes
+                   fakecuda_device_flight_record)
 else
   echo "SKIP TSan over the CUDA plan interpreter and FakeCuda: no CUDA toolkit found"
   skipped=$((skipped + 1))
@@ -110,6 +111,8 @@ if build build-tsan "${tsan_tests[@]}" "${tsan_matrices[@]}" "${tsan_cuda_tests[
       --test-args='--gtest_filter=PlanInterpreter.*:PlanSequence.*:DirectMode.*:LowLatency.*'
     run_tests build-tsan fakecuda_collectives_plans fakecuda_collectives_processes \
       --test-args='--gtest_filter=Ranks/DeviceCollectives.*/n2'
+    # The lanes' notes of whom they wait on, read by another thread while they run (the flight record).
+    run_tests build-tsan fakecuda_device_flight_record
   fi
 fi
 echo "tsan: ${SECONDS}s"

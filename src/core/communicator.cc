@@ -89,6 +89,9 @@ device::CommFacts deviceFacts(loomComm* comm, const std::vector<ProcessIdentity>
   facts.processes = peers;
   facts.timeoutMs = comm->settings.timeoutMs;
   facts.fail = [comm](const Status& error) {
+    // A plan kernel's lane that waited past LOOM_TIMEOUT_MS: this rank's own wait timed out (its other
+    // failures are a peer's or the device's), so it logs the job's hang report as a host timeout does.
+    if (error.code() == loomTimeout) comm->flight.markTimedOut();
     markCommFailed(comm, error, false);
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     comm->lastError = error.message();

@@ -25,6 +25,7 @@ class CudaCommDevice final : public CommDevice {
   void raiseAbort() override { kernels_.raiseAbort(); }
   void poll() override { kernels_.poll(); }
   Status profile(bool reset, loomDeviceProfile_t* out) override { return kernels_.profile(reset, out); }
+  DeviceProgress progress() override { return kernels_.progress(); }
 
   PlanKernels& kernels() { return kernels_; }
   StreamStaging& streams() { return streams_; }

@@ -176,6 +176,17 @@ struct KernelPlan {
   bool stageScales = false;
   ReduceOp stageOp;
   std::function<std::string()> describe;  // the operation, for a failure's message
+  uint64_t seq = 0;  // the operation's number in the communicator's flight record
+};
+
+// How far a communicator's plan kernels got, for its flight record (core/observe/flight_record.h):
+// read from any thread, changing nothing.
+struct DeviceProgress {
+  // The number (KernelPlan::seq) of the first operation whose launch has not ended, 0 when every launch
+  // ended. Launches captured into a CUDA graph are not counted: their replays are the graph's.
+  uint64_t firstUnfinished = 0;
+  // The peer a lane of that launch has long been waiting on (DeviceLaneStatus::waitingOn), -1: none.
+  int waitingOn = -1;
 };
 
 // What the plan kernels' setup found that the device tuner prices plans with (core's planner): the
@@ -219,6 +230,8 @@ class CommDevice {
   // LOOM_DEVICE_PROFILE: what the finished launches' lanes timed (loomCommDeviceProfile), then zeroed
   // with `reset`; loomInvalidUsage when profiling is off or plan kernels are not Ready.
   virtual Status profile(bool reset, loomDeviceProfile_t* out) = 0;
+  // Where the launches in flight are (DeviceProgress); from any thread.
+  virtual DeviceProgress progress() = 0;
 };
 
 // The communicator's device state (null in builds without CUDA). Makes no CUDA call.

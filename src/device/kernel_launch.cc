@@ -339,7 +339,7 @@ Status PlanKernels::bindCalls(Run& run) {
     // (The operation's description is formatted only for a failure: it allocates.)
     if (Status bound = bindDevicePlanCall(*kp.plan, run.bindings[k], bufferTable, &run.calls[k]); !bound.ok())
       return bound.withContext(kp.describe());
-    run.launch->entries.push_back({kp.plan, kp.describe, run.firstStatus[k]});
+    run.launch->entries.push_back({kp.plan, kp.describe, run.firstStatus[k], kp.seq});
   }
   if (run.tables) {
     std::memcpy(tableHost, run.calls.data(), run.n * sizeof(cuda::DevicePlanCall));

@@ -504,6 +504,43 @@ Status PlanKernels::profile(bool reset, loomDeviceProfile_t* out) {
   return Status::Ok();
 }
 
+DeviceProgress PlanKernels::progress() {
+  // The thread that holds mutex_ may be the one asking: a reap that fails the communicator after a
+  // lane timed out logs the job's hang report, which reads this rank's state. So the lock is only
+  // tried, for a few milliseconds, and the last answer given when it stays taken.
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  for (int i = 0; i < 20 && !lock.owns_lock(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    lock.try_lock();
+  }
+  if (!lock.owns_lock()) return DeviceProgress{lastFirstUnfinished_.load(), lastWaitingOn_.load()};
+  DeviceProgress p;
+  if (launches_.empty()) return remember(p);
+  DeviceScope scope(fifos_->device());
+  RelaxedCaptureMode relaxed;  // as poll()
+  // Launches end in order (each follows the one before); the first one whose event has not passed is
+  // where the communicator's device work stands. Nothing is reaped here: the caller may be any thread.
+  for (const std::shared_ptr<KernelLaunch>& l : launches_) {
+    bool done = false;
+    if (!l->done.query(&done).ok() || done || l->entries.empty()) continue;
+    p.firstUnfinished = l->entries.front().seq;
+    for (const KernelLaunch::Entry& e : l->entries)
+      for (size_t i = 0; i < e.plan->lanes.size() && p.waitingOn < 0; ++i) {
+        // Written by the kernel while it runs: read once, as a word that may change under us.
+        const uint32_t w = std::atomic_ref<uint32_t>(l->statuses[e.firstStatus + i].waitingOn).load(std::memory_order_relaxed);
+        if (w != 0) p.waitingOn = static_cast<int>(w) - 1;
+      }
+    break;
+  }
+  return remember(p);
+}
+
+DeviceProgress PlanKernels::remember(const DeviceProgress& p) {
+  lastFirstUnfinished_.store(p.firstUnfinished);
+  lastWaitingOn_.store(p.waitingOn);
+  return p;
+}
+
 void PlanKernels::poll() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (launches_.empty() && captured_.empty()) return;  // no CUDA call for communicators without launches

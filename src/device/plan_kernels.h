@@ -36,6 +36,9 @@
 //   timeout after LOOM_TIMEOUT_MS, a message of the wrong size, an abort) fails the communicator,
 //   seen by loomCommGetAsyncError and the next call. loomCommAbort and any other failure of the
 //   communicator raise the abort word every waiting lane watches.
+// - The flight record: each operation carries its number (KernelPlan::seq); progress() says which is
+//   the first whose launch has not ended and whom its lanes wait on (a lane that waited long writes the
+//   peer into its status), so that the hang report and loom-doctor line device operations up too.
 //
 // CUDA builds only; no CUDA header is needed to include this file.
 #pragma once
@@ -72,6 +75,7 @@ struct KernelLaunch {
     std::shared_ptr<const Plan> plan;
     std::function<std::string()> describe;  // the operation, for a failure's message
     size_t firstStatus = 0;
+    uint64_t seq = 0;  // KernelPlan::seq
   };
   KernelLaunch() = default;
   ~KernelLaunch() { releaseSlot(); }
@@ -129,6 +133,7 @@ class PlanKernels {
   void raiseAbort();
   void poll();
   Status profile(bool reset, loomDeviceProfile_t* out);  // device_layer.h's CommDevice::profile
+  DeviceProgress progress();                             // device_layer.h's CommDevice::progress
 
  private:
   // Nothing enqueued yet: what launch() refuses (alignment, the legacy stream, mixed captures).
@@ -166,6 +171,7 @@ class PlanKernels {
   void reapLocked();
   void reapCapturedLocked();
   void addProfile(const KernelLaunch& l);  // a reaped launch's lanes into profileTotals_ (under mutex_)
+  DeviceProgress remember(const DeviceProgress& p);  // progress()'s answer, kept for when mutex_ is taken
   void fail(const Status& error);
 
   const CommFacts& facts_;
@@ -210,6 +216,8 @@ class PlanKernels {
   // nodes could make CUDA order one rank's graph after another's (stream_pool.h).
   std::shared_ptr<KeptDeviceMemory> kept_;
   std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> lastFirstUnfinished_{0};  // progress()'s last answer
+  std::atomic<int> lastWaitingOn_{-1};
   std::atomic<volatile uint32_t*> abortWord_{nullptr};
 };
 

@@ -30,7 +30,9 @@ CommState commState(const loomComm& comm) {
     state.host = me.process.host();
     state.pid = me.process.pid;
   }
-  comm.flight.snapshot(&state);
+  // Plan kernels end on the device: their launches say how far they got and whom a lane waits on.
+  const device::DeviceProgress device = comm.device ? comm.device->progress() : device::DeviceProgress{};
+  comm.flight.snapshot(&state, device.firstUnfinished, device.waitingOn);
   return state;
 }
 

@@ -335,6 +335,17 @@ device::KernelPlan kernelPlanOf(BoundPlan&& bound) {
   return kp;
 }
 
+// A plan kernel's operation takes the communicator's next number, as a host one does, and goes into
+// its flight record (marked as the device's: its launch says when it ended, DeviceProgress), so that
+// the hang report and loom-doctor line it up with the other ranks'. A progress thread, which counts
+// the operations it completes one by one, completes the number at once: it has nothing to run.
+uint64_t numberDeviceOperation(loomComm_t comm, Collective coll, uint64_t count, loomDataType_t dtype, int peer) {
+  const uint64_t seq = ++comm->opCount;
+  comm->flight.issued(seq, coll, count, dtype, peer, FlightRecord::Runs::OnDevice);
+  if (comm->engine) comm->engine->submit(seq, workFor(comm), coll != Collective::SendRecv);
+  return seq;
+}
+
 // One communicator's share of a group as plan kernels: collectives in call order, then one plan for
 // all its point-to-point operations (as the host path orders them).
 Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const Routing& r) {
@@ -350,14 +361,28 @@ Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const R
       p2p.push_back(ops[i]);
       continue;
     }
+    const Operation& op = ops[i];
+    const uint64_t seq = numberDeviceOperation(comm, op.coll, op.count, op.dtype, isRooted(op.coll) ? op.root : -1);
     BoundPlan bp;
-    LOOM_TRY(planCollective(comm, ops[i], &bp, PlanFor::Device, adjust));
+    LOOM_TRY(planCollective(comm, op, &bp, PlanFor::Device, adjust));
     plans.push_back(kernelPlanOf(std::move(bp)));
+    plans.back().seq = seq;
   }
   if (!p2p.empty()) {
+    // One number for the group's sends and receives, as on the host (planForComm).
+    uint64_t bytes = 0;
+    int peer = p2p.front().root;
+    for (const Operation& op : p2p) {
+      bytes += op.count * dataTypeSize(op.dtype);
+      if (op.root != peer) peer = -1;
+    }
+    const uint64_t seq = numberDeviceOperation(comm, Collective::SendRecv, bytes, loomUint8, peer);
     BoundPlan bp;
     LOOM_TRY(planPointToPoint(comm, p2p, &bp, PlanFor::Device));
-    if (!bp.plan->lanes.empty()) plans.push_back(kernelPlanOf(std::move(bp)));
+    if (!bp.plan->lanes.empty()) {
+      plans.push_back(kernelPlanOf(std::move(bp)));
+      plans.back().seq = seq;
+    }
   }
   return dev.launch(plans, streams);
 }

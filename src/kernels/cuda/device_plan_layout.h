@@ -101,7 +101,9 @@ struct DeviceLaneStatus {
   uint32_t outcome = 0;  // DeviceLaneOutcome
   uint32_t step = 0;     // the step the lane stopped at (its step count when Done)
   int32_t peer = -1;     // the peer it waited on, or -1
-  uint32_t reserved = 0;
+  // While the lane runs: 1 + the peer a wait of the lane has lasted kNoteWaitRounds on (0: none), so
+  // that the host can say whom a device collective in flight waits on (the flight record, loom-doctor).
+  uint32_t waitingOn = 0;
   uint64_t detail = 0;  // SizeMismatch: the bytes that arrived
   DeviceLaneProfile profile = {};
 };

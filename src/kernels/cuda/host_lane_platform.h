@@ -71,6 +71,7 @@ class HostLanePlatform {
     return ref(p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel, std::memory_order_acquire);
   }
   static void raiseFlag(uint32_t* p) { std::atomic_ref<uint32_t>(*p).store(1, std::memory_order_release); }
+  static void noteWaiting(uint32_t* p, uint32_t v) { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_relaxed); }
 
   static uint64_t nowNs() {
     return static_cast<uint64_t>(

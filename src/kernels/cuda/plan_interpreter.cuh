@@ -13,6 +13,7 @@
 //                                         FIFO counters and size words, at the FIFO's scope (system, or
 //                                         the GPU's when both ends run on it: device_plan_layout.h)
 //   uint32_t loadFlag(const uint32_t*); void raiseFlag(uint32_t*)   the abort word
+//   void noteWaiting(uint32_t*, uint32_t)  a relaxed store the host reads (DeviceLaneStatus::waitingOn)
 //   uint64_t nowNs(); void pause(uint32_t round)                    a polite, bounded wait
 //   LaneShared& shared()                  one per lane, seen by all its workers
 //
@@ -88,6 +89,7 @@ struct LaneShared {
   // so that a lane not profiled pays for none of it).
   DeviceLaneProfile profile;
   uint64_t profileClock, profileStart;
+  uint32_t* waitingOnWord;  // this lane's DeviceLaneStatus::waitingOn (worker 0 writes it)
 };
 
 // Worker 0 of a profiled lane: the time since its last reading goes to `part`.
@@ -163,22 +165,37 @@ LOOM_HD bool sameVectorPhase(const void* x, const void* y) {
 // slow every round of every waiting lane; an abort is then noticed within a few tens of microseconds.
 inline constexpr uint32_t kAbortCheckRounds = 16;
 
+// After this many rounds a wait counts as lasting: worker 0 says whom it waits on in its lane's status
+// (DeviceLaneStatus::waitingOn; on a GPU some hundreds of microseconds, past the handshakes of a
+// running collective), and takes it back when the wait ends. A relaxed store to pinned host memory,
+// made only by waits that already lasted that long.
+inline constexpr uint32_t kNoteWaitRounds = 256;
+
+// Where a wait notes its peer once it lasts (null: nowhere).
+struct WaitNote {
+  uint32_t* word;
+  int32_t peer;
+};
+
 // Waits until *counter >= target, polling with relaxed loads and acquiring once the value is there (an
 // acquiring poll would invalidate the SM's L1 on every round). Done when it is, with the value seen in
 // *seen; Aborted or TimedOut instead of waiting forever.
 template <class P>
 LOOM_HD DeviceLaneOutcome waitAtLeast(P& p, const DevicePlanHeader& h, const uint64_t* counter, FifoScope scope,
-                                      uint64_t target, uint64_t* seen) {
+                                      uint64_t target, uint64_t* seen, WaitNote note = WaitNote{nullptr, -1}) {
   uint64_t v = p.loadAcquire(counter, scope);
   if (v < target) {
     const uint64_t start = p.nowNs();
-    for (uint32_t round = 0;; ++round) {
+    uint32_t round = 0;
+    for (;; ++round) {
       p.pause(round);
       if (p.loadRelaxed(counter, scope) >= target) break;
+      if (round == kNoteWaitRounds && note.word) p.noteWaiting(note.word, static_cast<uint32_t>(note.peer + 1));
       if (round % kAbortCheckRounds != kAbortCheckRounds - 1) continue;
       if (h.abort && p.loadFlag(h.abort) != 0) return DeviceLaneOutcome::Aborted;
       if (h.timeoutNs != 0 && p.nowNs() - start > h.timeoutNs) return DeviceLaneOutcome::TimedOut;
     }
+    if (round >= kNoteWaitRounds && note.word) p.noteWaiting(note.word, 0);
     v = p.loadAcquire(counter, scope);  // counters only grow: still >= target
   }
   *seen = v;
@@ -189,10 +206,11 @@ LOOM_HD DeviceLaneOutcome waitAtLeast(P& p, const DevicePlanHeader& h, const uin
 // reading nothing when the value remembered in `seen` already does.
 template <class P>
 LOOM_HD DeviceLaneOutcome waitCounted(P& p, const DevicePlanHeader& h, const uint64_t* counter, FifoScope scope,
-                                      uint64_t target, int32_t* fifos, uint64_t* values, int32_t fifo) {
+                                      uint64_t target, int32_t* fifos, uint64_t* values, int32_t fifo,
+                                      WaitNote note) {
   if (target == 0 || SeenCounters::of(fifos, values, fifo) >= target) return DeviceLaneOutcome::Done;
   uint64_t seen = 0;
-  const DeviceLaneOutcome o = waitAtLeast(p, h, counter, scope, target, &seen);
+  const DeviceLaneOutcome o = waitAtLeast(p, h, counter, scope, target, &seen, note);
   if (o == DeviceLaneOutcome::Done) SeenCounters::note(fifos, values, fifo, seen);
   return o;
 }
@@ -248,7 +266,8 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
     const DeviceFifo& f = plan.sendFifo(s.sendFifo);
     claim.sendSeq = p.loadRelaxed(f.tail, f.scope);  // this lane is the only writer of its tail
     const uint64_t freedAtLeast = claim.sendSeq + 1 > f.nslots ? claim.sendSeq + 1 - f.nslots : 0;
-    const DeviceLaneOutcome o = waitCounted(p, h, f.head, f.scope, freedAtLeast, seen.sendFifo, seen.head, s.sendFifo);
+    const DeviceLaneOutcome o = waitCounted(p, h, f.head, f.scope, freedAtLeast, seen.sendFifo, seen.head, s.sendFifo,
+                                            WaitNote{sh.waitingOnWord, s.sendPeer});
     if (o != DeviceLaneOutcome::Done) {
       withdrawPost(p, plan, s, claim.recvSeq);
       claim.peer = s.sendPeer;
@@ -262,7 +281,8 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
     p.storeRelaxed(&sh.lowLatencyStop, 0, FifoScope::Gpu);
   } else if (s.recvFifo >= 0) {
     const DeviceFifo& f = plan.recvFifo(s.recvFifo);
-    DeviceLaneOutcome o = waitCounted(p, h, f.tail, f.scope, claim.recvSeq + 1, seen.recvFifo, seen.tail, s.recvFifo);
+    DeviceLaneOutcome o = waitCounted(p, h, f.tail, f.scope, claim.recvSeq + 1, seen.recvFifo, seen.tail, s.recvFifo,
+                                      WaitNote{sh.waitingOnWord, s.recvPeer});
     if (o != DeviceLaneOutcome::Done && withdrawPost(p, plan, s, claim.recvSeq)) o = DeviceLaneOutcome::Done;  // it landed
     if (o != DeviceLaneOutcome::Done) {
       claim.peer = s.recvPeer;
@@ -315,11 +335,16 @@ LOOM_HD DeviceLaneOutcome receiveLowLatency(P& p, const DevicePlanView& plan, co
   uint32_t* out = reinterpret_cast<uint32_t*>(sh.lowLatencyIn);
   const uint64_t n = (bytes + 3) / 4;
   const uint64_t start = p.nowNs();
+  bool noted = false;  // worker 0 said whom it waits on (WaitNote)
   for (uint64_t i = p.worker(); i < n; i += p.workers()) {
     uint64_t w = p.loadRelaxed(words + i, f.scope);
     for (uint32_t round = 0; static_cast<uint32_t>(w >> 32) != flag; ++round) {
       p.pause(round);
       w = p.loadRelaxed(words + i, f.scope);
+      if (round == kNoteWaitRounds && p.worker() == 0 && !noted) {
+        p.noteWaiting(sh.waitingOnWord, static_cast<uint32_t>(s.recvPeer + 1));
+        noted = true;
+      }
       if (round % kAbortCheckRounds != kAbortCheckRounds - 1) continue;
       if (p.loadRelaxed(&sh.lowLatencyStop, FifoScope::Gpu) != 0) break;
       DeviceLaneOutcome stop = DeviceLaneOutcome::Done;
@@ -333,6 +358,7 @@ LOOM_HD DeviceLaneOutcome receiveLowLatency(P& p, const DevicePlanView& plan, co
     if (static_cast<uint32_t>(w >> 32) != flag) break;  // gave up
     out[i] = static_cast<uint32_t>(w);
   }
+  if (noted) p.noteWaiting(sh.waitingOnWord, 0);
   p.barrier();
   const uint64_t stop = p.loadRelaxed(&sh.lowLatencyStop, FifoScope::Gpu);
   p.barrier();  // every worker read it before worker 0 may reset it at the next step
@@ -447,7 +473,10 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
   LaneShared& sh = p.shared();
   StepClaim claim;  // worker 0's
   SeenCounters& seen = sh.seen;  // worker 0's
-  if (p.worker() == 0) seen.forget();
+  if (p.worker() == 0) {
+    seen.forget();
+    sh.waitingOnWord = &call.laneStatus[laneIndex].waitingOn;
+  }
   // LOOM_DEVICE_PROFILE: worker 0 reads the clock around each part of a step (DeviceLaneProfile).
   const bool profile = h.profile != 0 && p.worker() == 0;
   if (profile) {

@@ -80,6 +80,9 @@ class DevicePlatform {
   __device__ static void raiseFlag(uint32_t* p) {
     ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*p).store(1, ::cuda::memory_order_release);
   }
+  __device__ static void noteWaiting(uint32_t* p, uint32_t v) {
+    ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*p).store(v, ::cuda::memory_order_relaxed);
+  }
 
   __device__ static uint64_t nowNs() {
     uint64_t t;
