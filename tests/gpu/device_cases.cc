@@ -254,6 +254,15 @@ std::string meetOnTheHost(RankContext& ctx) {
   return all == ctx.nranks ? "" : "the ranks' meeting counted " + std::to_string(all) + " ranks";
 }
 
+std::string withStreamOnGpu0(RankContext& ctx, const StreamBody& body) {
+  cudaCheck(cudaSetDevice(0), "cudaSetDevice");
+  cudaStream_t stream = nullptr;
+  cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  std::string problems = body(ctx, stream);
+  cudaStreamDestroy(stream);
+  return problems;
+}
+
 std::string runDeviceCases(RankContext& ctx, const std::vector<Case>& cases, int device,
                            const DeviceRunOptions& options) {
   cudaCheck(cudaSetDevice(device), "cudaSetDevice");

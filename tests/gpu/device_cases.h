@@ -4,6 +4,9 @@
 // element against the same model, plus guard bytes around every buffer and unchanged send buffers.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,5 +31,10 @@ std::string runDeviceCases(loomtest::RankContext& ctx, const std::vector<loomtes
 // A host allreduce of one int over ctx's communicator: the ranks meet (after their device
 // allocations, before their first launch). Returns "" or the failure.
 std::string meetOnTheHost(loomtest::RankContext& ctx);
+
+// Runs body(ctx, stream) on CUDA device 0 with a non-blocking stream made for it and destroyed after:
+// the rank body of most device tests. Returns what body returns.
+using StreamBody = std::function<std::string(loomtest::RankContext&, cudaStream_t)>;
+std::string withStreamOnGpu0(loomtest::RankContext& ctx, const StreamBody& body);
 
 }  // namespace loomgpu

@@ -77,14 +77,8 @@ void expectOnEveryRank(int n, Body body) {
   loomtest::RunOptions run;
   run.timeoutSec = 300;
   placeRanks(&run);
-  const std::string failures = loomtest::runRanks(launch(), n, run, [&](loomtest::RankContext& ctx) -> std::string {
-    cudaCheck(cudaSetDevice(0), "cudaSetDevice");
-    cudaStream_t stream = nullptr;
-    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    std::string problems = body(ctx, stream);
-    cudaStreamDestroy(stream);
-    return problems;
-  });
+  const std::string failures =
+      loomtest::runRanks(launch(), n, run, [&](loomtest::RankContext& ctx) { return withStreamOnGpu0(ctx, body); });
   EXPECT_EQ(failures, "");
 }
 

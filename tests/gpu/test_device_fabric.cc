@@ -26,10 +26,7 @@ constexpr int kFabricRanks = 2;
 constexpr size_t kFabricCount = 1024;
 
 // One all-reduce of device buffers sets plan kernels up; then the device tuner's machine and choices.
-std::string checkFabric(loomtest::RankContext& ctx, double wantCopyGbs) {
-  cudaCheck(cudaSetDevice(0), "cudaSetDevice");
-  cudaStream_t stream = nullptr;
-  cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+std::string checkFabric(loomtest::RankContext& ctx, cudaStream_t stream, double wantCopyGbs) {
   DeviceBuffer send(kFabricCount * sizeof(float), 3), recv(kFabricCount * sizeof(float), 5);
   std::vector<float> input(kFabricCount, 1.0f);
   send.upload(input.data(), kFabricCount * sizeof(float));
@@ -88,7 +85,6 @@ std::string checkFabric(loomtest::RankContext& ctx, double wantCopyGbs) {
   }
   problems += send.checkGuards("send") + recv.checkGuards("recv");
   if (std::string met = meetOnTheHost(ctx); !met.empty()) problems += met;  // before the buffers go
-  cudaStreamDestroy(stream);
   return problems;
 }
 
@@ -96,7 +92,9 @@ TEST(DeviceFabric, RanksSharingAGpuPriceItsMeasuredCopyRate) {
   loomtest::RunOptions run;
   run.timeoutSec = 120;
   EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kFabricRanks, run,
-                               [](loomtest::RankContext& ctx) { return checkFabric(ctx, 0); }),
+                               [](loomtest::RankContext& ctx) {
+                                 return withStreamOnGpu0(ctx, [](loomtest::RankContext& c, cudaStream_t s) { return checkFabric(c, s, 0); });
+                               }),
             "");
 }
 
@@ -105,7 +103,9 @@ TEST(DeviceFabric, TheCopyRateASettingGives) {
   loomtest::RunOptions run;
   run.timeoutSec = 120;
   EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kFabricRanks, run,
-                               [](loomtest::RankContext& ctx) { return checkFabric(ctx, 800); }),
+                               [](loomtest::RankContext& ctx) {
+                                 return withStreamOnGpu0(ctx, [](loomtest::RankContext& c, cudaStream_t s) { return checkFabric(c, s, 800); });
+                               }),
             "");
   unsetenv("LOOM_GPU_COPY_GBS");
 }

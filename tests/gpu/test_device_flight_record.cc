@@ -114,10 +114,7 @@ std::string checkTheWedgedJob(Job& job) {
   return problems;
 }
 
-std::string skipThenJoin(loomtest::RankContext& ctx, Job& job) {
-  cudaCheck(cudaSetDevice(0), "cudaSetDevice");
-  cudaStream_t stream = nullptr;
-  cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+std::string skipThenJoin(loomtest::RankContext& ctx, cudaStream_t stream, Job& job) {
   DeviceBuffer send(kCount * sizeof(float), 3), recv(kCount * sizeof(float), 5);
   job.comms[ctx.rank] = ctx.comm;
   std::string problems = meetOnTheHost(ctx);
@@ -147,9 +144,7 @@ std::string skipThenJoin(loomtest::RankContext& ctx, Job& job) {
     }
   }
   problems += meetOnTheHost(ctx);  // no rank's communicator goes while rank 2 reads its state
-  problems += send.checkGuards("send") + recv.checkGuards("recv");
-  cudaStreamDestroy(stream);
-  return problems;
+  return problems + send.checkGuards("send") + recv.checkGuards("recv");
 }
 
 TEST(DeviceFlightRecord, ARankThatSkipsADeviceCollectiveIsNamedAndTheOthersWaitOnIt) {
@@ -159,17 +154,18 @@ TEST(DeviceFlightRecord, ARankThatSkipsADeviceCollectiveIsNamedAndTheOthersWaitO
   loomtest::RunOptions run;
   run.timeoutSec = 120;
   EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kRanks, run,
-                               [&job](loomtest::RankContext& ctx) { return skipThenJoin(ctx, job); }),
+                               [&job](loomtest::RankContext& ctx) {
+                                 return withStreamOnGpu0(ctx, [&job](loomtest::RankContext& c, cudaStream_t s) {
+                                   return skipThenJoin(c, s, job);
+                                 });
+                               }),
             "");
 }
 
 // Rank 1 of 2 never enters the second device all-reduce: rank 0's lanes time out, and the failure,
 // seen at rank 0's next look, names the operation's number and the rank it waited on; its state says
 // its own wait timed out. Rank 1 leaves only after that, without calling anything on the device.
-std::string timeOut(loomtest::RankContext& ctx, Job& job) {
-  cudaCheck(cudaSetDevice(0), "cudaSetDevice");
-  cudaStream_t stream = nullptr;
-  cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+std::string timeOut(loomtest::RankContext& ctx, cudaStream_t stream, Job& job) {
   DeviceBuffer send(kCount * sizeof(float), 3), recv(kCount * sizeof(float), 5);
   std::string problems = meetOnTheHost(ctx);
   problems += allReduce(ctx, stream, send, recv, 0);
@@ -178,7 +174,6 @@ std::string timeOut(loomtest::RankContext& ctx, Job& job) {
   if (!problems.empty()) return problems;
   if (ctx.rank == 1) {
     while (!job.timedOut.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    cudaStreamDestroy(stream);
     return "";
   }
   const uint64_t seq = stateOf(ctx.comm).value("last_issued", uint64_t{0}) + 1;
@@ -195,7 +190,6 @@ std::string timeOut(loomtest::RankContext& ctx, Job& job) {
   if (!s.value("timed_out", false)) problems += " the state does not say its own wait timed out: " + s.dump() + ";";
   if (s.value("last_issued", uint64_t{0}) != seq) problems += " the state: " + s.dump() + ";";
   job.timedOut.store(true);
-  cudaStreamDestroy(stream);
   return problems;
 }
 
@@ -206,7 +200,11 @@ TEST(DeviceFlightRecord, ALaneThatTimesOutNamesTheOperationAndThePeer) {
   loomtest::RunOptions run;
   run.timeoutSec = 120;
   EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, 2, run,
-                               [&job](loomtest::RankContext& ctx) { return timeOut(ctx, job); }),
+                               [&job](loomtest::RankContext& ctx) {
+                                 return withStreamOnGpu0(ctx, [&job](loomtest::RankContext& c, cudaStream_t s) {
+                                   return timeOut(c, s, job);
+                                 });
+                               }),
             "");
   unsetenv("LOOM_TIMEOUT_MS");
 }

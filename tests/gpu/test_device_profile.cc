@@ -40,10 +40,7 @@ std::string allReduces(loomtest::RankContext& ctx, cudaStream_t stream, DeviceBu
   return "";
 }
 
-std::string checkProfile(loomtest::RankContext& ctx, bool profiled) {
-  cudaCheck(cudaSetDevice(0), "cudaSetDevice");
-  cudaStream_t stream = nullptr;
-  cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+std::string checkProfile(loomtest::RankContext& ctx, cudaStream_t stream, bool profiled) {
   DeviceBuffer send(kProfileCount * sizeof(float), 3), recv(kProfileCount * sizeof(float), 5);
   std::string problems = allReduces(ctx, stream, send, recv);
   loomDeviceProfile_t p = {};
@@ -73,7 +70,6 @@ std::string checkProfile(loomtest::RankContext& ctx, bool profiled) {
   if (loomCommDeviceProfile(ctx.comm, nullptr, 0) != loomInvalidArgument) problems += " a NULL profile is accepted;";
   problems += send.checkGuards("send") + recv.checkGuards("recv");
   if (std::string met = meetOnTheHost(ctx); !met.empty()) problems += met;  // before the buffers go
-  cudaStreamDestroy(stream);
   return problems;
 }
 
@@ -83,7 +79,9 @@ TEST(DeviceProfile, ProfiledLaunchesReportTheirLanesStepsAndTime) {
   loomtest::RunOptions run;
   run.timeoutSec = 120;
   EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kProfileRanks, run,
-                               [](loomtest::RankContext& ctx) { return checkProfile(ctx, true); }),
+                               [](loomtest::RankContext& ctx) {
+                                 return withStreamOnGpu0(ctx, [](loomtest::RankContext& c, cudaStream_t s) { return checkProfile(c, s, true); });
+                               }),
             "");
   unsetenv("LOOM_DEVICE_PROFILE");
 }
@@ -94,7 +92,9 @@ TEST(DeviceProfile, OffByDefaultTheReadSaysHowToTurnItOn) {
   loomtest::RunOptions run;
   run.timeoutSec = 120;
   EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kProfileRanks, run,
-                               [](loomtest::RankContext& ctx) { return checkProfile(ctx, false); }),
+                               [](loomtest::RankContext& ctx) {
+                                 return withStreamOnGpu0(ctx, [](loomtest::RankContext& c, cudaStream_t s) { return checkProfile(c, s, false); });
+                               }),
             "");
 }
 

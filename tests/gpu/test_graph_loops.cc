@@ -161,14 +161,7 @@ TEST_P(GraphLoops, AHundredCollectivesCapturedAndReplayed) {
   loomtest::RunOptions run;
   run.timeoutSec = 300;
   EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, GetParam(), run,
-                               [](loomtest::RankContext& ctx) -> std::string {
-                                 cudaCheck(cudaSetDevice(0), "cudaSetDevice");
-                                 cudaStream_t stream = nullptr;
-                                 cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-                                 std::string problems = captureAndReplayALoop(ctx, stream);
-                                 cudaStreamDestroy(stream);
-                                 return problems;
-                               }),
+                               [](loomtest::RankContext& ctx) { return withStreamOnGpu0(ctx, captureAndReplayALoop); }),
             "");
 }
 

@@ -322,11 +322,13 @@ LOOM_UNROLL
   }
 }
 
-// Fills ElementwiseArgs for a reduce (b != null) or copy (b == null) of count elements of dtype.
+// Fills ElementwiseArgs for a reduce (b != null) or copy (b == null) of count elements of dtype, also
+// stored into dst2 when it is set.
 LOOM_HD ElementwiseArgs makeArgs(void* dst, const void* a, const void* b, size_t count, size_t elemSize,
-                                const ReduceOp& op, bool finalize) {
+                                const ReduceOp& op, bool finalize, void* dst2 = nullptr) {
   ElementwiseArgs args;
   args.dst = dst;
+  args.dst2 = dst2;
   args.a = a;
   args.b = b;
   args.count = count;

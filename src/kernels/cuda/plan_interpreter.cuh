@@ -141,11 +141,7 @@ inline constexpr size_t kPlanUnroll = 4;
 template <class E>
 LOOM_HD_NOINLINE void elementwisePass(void* dst, void* dst2, const void* a, const void* b, uint64_t count,
                                       const ReduceOp& op, bool finalize, uint32_t worker, uint32_t workers) {
-  ElementwiseArgs args = makeArgs(dst, a, b, count, sizeof(typename E::Storage), op, finalize);
-  if (dst2) {
-    args.dst2 = dst2;
-    planVectors(&args, sizeof(typename E::Storage));
-  }
+  const ElementwiseArgs args = makeArgs(dst, a, b, count, sizeof(typename E::Storage), op, finalize, dst2);
   elementwiseThread<E, kPlanUnroll>(args, worker, workers);
 }
 template <class E>
