@@ -89,6 +89,12 @@ std::vector<std::vector<int>> Tuner::ringsFor(Algorithm algo, int nchannels) con
 
 PlanRequest Tuner::planRequest(const TuneRequest& req, const TuneChoice& choice, int rank) const {
   PlanRequest pr;
+  planRequest(req, choice, rank, &pr);
+  return pr;
+}
+
+void Tuner::planRequest(const TuneRequest& req, const TuneChoice& choice, int rank, PlanRequest* out) const {
+  PlanRequest& pr = *out;
   pr.coll = req.coll;
   pr.nranks = cost_.machine().nranks;
   pr.rank = rank;
@@ -97,9 +103,8 @@ PlanRequest Tuner::planRequest(const TuneRequest& req, const TuneChoice& choice,
   pr.elemSize = req.elemSize;
   pr.chunkElems = choice.chunkElems;
   pr.nchannels = choice.nchannels;
-  pr.rings = choice.rings;
+  pr.rings = choice.rings;  // element by element: the vectors' capacity is kept
   pr.ranksPerNode = cost_.machine().ranksPerNode;
-  return pr;
 }
 
 Status Tuner::tune(const TuneRequest& req, uint64_t count, TuneChoice* choice) {

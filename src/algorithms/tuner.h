@@ -63,6 +63,8 @@ class Tuner {
 
   // The PlanRequest that builds rank `rank`'s plan for req with choice.
   PlanRequest planRequest(const TuneRequest& req, const TuneChoice& choice, int rank) const;
+  // The same into *out, whose rings keep their capacity (a steady call allocates nothing for them).
+  void planRequest(const TuneRequest& req, const TuneChoice& choice, int rank, PlanRequest* out) const;
 
   // The machine it prices plans on (a copy: setMachine may replace it from another thread).
   MachineModel machine() const;

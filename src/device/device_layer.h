@@ -160,6 +160,17 @@ struct CommFacts {
 // Whether plan kernels serve the communicator's device buffers (decided at its first operation on them).
 enum class PlanKernelSetup { NotYet, Ready, Unavailable };
 
+// What a failure's message says about an operation, kept with its launch until the launch ended (and
+// for a captured one, the communicator's lifetime): core's description of the call in bytes of its
+// own, formatted by core's function only when a message needs it, so that a launch allocates nothing
+// for it (core/run/group.cc fills it).
+struct OperationLabel {
+  static constexpr size_t kBytes = 80;
+  alignas(8) unsigned char bytes[kBytes] = {};
+  std::string (*format)(const OperationLabel&) = nullptr;
+  std::string text() const { return format ? format(*this) : "operation"; }
+};
+
 // One rank's plan bound for a plan kernel: core planned it (hostTemporaries = false); the layer
 // provides the scratch buffer and, when stageFrom is set, the plan's input (a copy of stageFrom,
 // scaled by stageOp's scalar when stageScales: PreMulSum), both on the operation's stream.
@@ -175,7 +186,7 @@ struct KernelPlan {
   size_t recvBytes = 0;  // one-rank collective copies)
   bool stageScales = false;
   ReduceOp stageOp;
-  std::function<std::string()> describe;  // the operation, for a failure's message
+  OperationLabel label;  // the operation, for a failure's message
   uint64_t seq = 0;  // the operation's number in the communicator's flight record
 };
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <span>
 
 #include "base/datatype.h"
 #include "device/memory_kind.h"
@@ -27,24 +28,25 @@ namespace {
 // direct mode): none with LOOM_P2P_DIRECT=0; all when every peer that could (a rank of this process)
 // is on this GPU; else those that peer access opens to other GPUs (the user's cudaMalloc'd buffers,
 // not the launch's temporaries). Receivers decide alone: a sender writes only where one posted.
-std::vector<uint8_t> directBuffersOf(const P2pFifos& fifos, bool p2pDirect, const std::vector<char*>& buffers) {
-  std::vector<uint8_t> direct;
-  if (!p2pDirect) return direct;
+// Into *out (its capacity kept from launch to launch).
+void directBuffersOf(const P2pFifos& fifos, bool p2pDirect, const std::vector<char*>& buffers, std::vector<uint8_t>* out) {
+  std::vector<uint8_t>& direct = *out;
+  direct.clear();
+  if (!p2pDirect) return;
   direct.assign(buffers.size(), 1);
-  if (!fifos.directPeersOnOtherGpus()) return direct;
+  if (!fifos.directPeersOnOtherGpus()) return;
   for (size_t i = 0; i < buffers.size(); ++i) direct[i] = buffers[i] && coveredByPeerAccess(buffers[i]) ? 1 : 0;
-  return direct;
 }
 
 // The transport's FIFO table ([peer * nchannels + channel]) cut down to the first `used` channels, so
 // that a small operation's encoding (copied to the GPU at every launch) does not carry 32 channels.
-std::vector<cuda::DeviceFifo> fifoTable(std::span<const cuda::DeviceFifo> all, uint32_t nchannels, uint32_t used) {
-  std::vector<cuda::DeviceFifo> table;
+// Into *out (its capacity kept).
+void fifoTable(std::span<const cuda::DeviceFifo> all, uint32_t nchannels, uint32_t used, std::vector<cuda::DeviceFifo>* out) {
+  std::vector<cuda::DeviceFifo>& table = *out;
+  table.clear();
   const size_t nranks = all.size() / nchannels;
-  table.reserve(nranks * used);
   for (size_t peer = 0; peer < nranks; ++peer)
     for (uint32_t c = 0; c < used; ++c) table.push_back(all[peer * nchannels + c]);
-  return table;
 }
 
 // The plan's input when it cannot be the user's: a copy (an input that overlaps the output in a way
@@ -84,19 +86,43 @@ Status enqueueOneRankCollective(const KernelPlan& kp, cudaStream_t stream) {
 
 }  // namespace
 
-// One launchRun's working state, filled step by step: plans [first, first + n) of `plans`.
+// One launchRun's working state, filled step by step: plans [first, first + n) of `plans`. The
+// communicator keeps one (launches are made one at a time, under its lock) and starts it afresh for
+// each run, so that its vectors keep their capacity: a launch of a shape seen before allocates nothing.
 struct PlanKernels::Run {
-  Run(std::vector<KernelPlan>& all, size_t from, size_t end, cudaStream_t on, bool inCapture,
-      std::shared_ptr<KernelLaunch> fresh)
-      : plans(all), first(from), n(end - from), stream(on), captured(inCapture), launch(std::move(fresh)), stagedAt(n, SIZE_MAX),
-        scratchAt(n, SIZE_MAX), direct(n), sends(n), recvs(n), bindings(n), planBytes(n), firstStatus(n), key(n),
-        calls(n) {}
-  KernelPlan& plan(size_t k) { return plans[first + k]; }
+  void start(std::vector<KernelPlan>& all, size_t from, size_t end, cudaStream_t on, bool inCapture,
+             std::shared_ptr<KernelLaunch> fresh) {
+    plans = &all, first = from, n = end - from, stream = on, captured = inCapture, launch = std::move(fresh);
+    eager.reset();
+    pool = nullptr;
+    relaxed.reset();
+    stagedAt.assign(n, SIZE_MAX);
+    scratchAt.assign(n, SIZE_MAX);
+    tempBytes = 0, temps = nullptr;
+    stagedSends.clear();
+    direct.resize(n), sends.resize(n), recvs.resize(n), bindings.resize(n), planBytes.resize(n), firstStatus.resize(n);
+    key.resize(n), calls.resize(n);
+    cacheable = false, lanes = 0, blocks = 0;
+    cached = nullptr;
+    tables = false, statusBytes = tableBytes = encodedBytes = 0, slotted = false;
+    hostBlock = nullptr, encodingHost = nullptr, sequence = nullptr, sequenceToFree = nullptr, tableDevice = nullptr;
+    tableTemps.reset();
+    args = cuda::DeviceLaunchArgs{};
+  }
+  // What must not outlive the run: the capture mode switched back, temporary tables freed behind the
+  // kernel, the launch let go of.
+  void finish() {
+    relaxed.reset();
+    tableTemps.reset();
+    launch.reset();
+    eager.reset();
+  }
+  KernelPlan& plan(size_t k) { return (*plans)[first + k]; }
 
-  std::vector<KernelPlan>& plans;
-  const size_t first, n;
-  const cudaStream_t stream;
-  const bool captured;
+  std::vector<KernelPlan>* plans = nullptr;
+  size_t first = 0, n = 0;
+  cudaStream_t stream = nullptr;
+  bool captured = false;
   std::shared_ptr<KernelLaunch> launch;
   std::shared_ptr<KernelLaunch> eager;  // once enqueued, when not captured: what launch() orders after
   cudaMemPool_t pool = nullptr;
@@ -143,13 +169,21 @@ struct PlanKernels::Run {
   cuda::DeviceLaunchArgs args;
 };
 
+void PlanKernels::RunDeleter::operator()(Run* run) const { delete run; }
+
 Status PlanKernels::launchRun(std::vector<KernelPlan>& plans, size_t first, size_t end, loomStream_t stream,
                               bool captured, std::shared_ptr<KernelLaunch>* enqueued) {
   if (std::all_of(plans.begin() + first, plans.begin() + end, isOneRankCollective)) {
     for (size_t k = first; k < end; ++k) LOOM_TRY(enqueueOneRankCollective(plans[k], stream));
     return Status::Ok();
   }
-  Run run(plans, first, end, stream, captured, newLaunch());
+  if (!run_) run_.reset(new Run);
+  Run& run = *run_;
+  run.start(plans, first, end, stream, captured, newLaunch());
+  struct Finish {
+    Run& run;
+    ~Finish() { run.finish(); }
+  } finish{run};
   LOOM_TRY(launchPool(fifos_->device(), &run.pool));
   // A captured launch's device memory is read at every replay: kept for the communicator's lifetime and
   // allocated outside the capture, so that the graph holds no memory nodes (stream_pool.h's
@@ -164,7 +198,7 @@ Status PlanKernels::launchRun(std::vector<KernelPlan>& plans, size_t first, size
     return errorStatus(loomInvalidUsage,
                        "{}: {} needs {} thread blocks at once, more than the {} that each rank's share of its GPU "
                        "holds resident: use fewer ranks per GPU",
-                       facts_.describe, plans[first].describe(), run.blocks, fifos_->residentShare());
+                       facts_.describe, plans[first].label.text(), run.blocks, fifos_->residentShare());
   LOOM_TRY(reserveHostBlock(run));
   LOOM_TRY(encodeOrFind(run));
   LOOM_TRY(bindCalls(run));
@@ -202,15 +236,16 @@ void PlanKernels::bindPlans(Run& run) {
     }
     if (kp.plan->coll != Collective::SendRecv)
       kp.buffers[kScratchBuffer] = run.scratchAt[k] != SIZE_MAX ? run.temps + run.scratchAt[k] : nullptr;
-    run.direct[k] = directBuffersOf(fifos, p2pDirect_, kp.buffers);
+    directBuffersOf(fifos, p2pDirect_, kp.buffers, &run.direct[k]);
     DevicePlanBindings& b = run.bindings[k];
+    b = DevicePlanBindings{};
     b.dtype = kp.dtype;
     b.op = kp.op;
     b.buffers = kp.buffers;
     b.directBuffers = run.direct[k];
     b.nchannels = std::clamp<uint32_t>(kp.plan->nchannels, 1, fifos.nchannels());
-    run.sends[k] = fifoTable(fifos.sends(), fifos.nchannels(), b.nchannels);
-    run.recvs[k] = fifoTable(fifos.recvs(), fifos.nchannels(), b.nchannels);
+    fifoTable(fifos.sends(), fifos.nchannels(), b.nchannels, &run.sends[k]);
+    fifoTable(fifos.recvs(), fifos.nchannels(), b.nchannels, &run.recvs[k]);
     b.sends = run.sends[k];
     b.recvs = run.recvs[k];
     b.abort = const_cast<uint32_t*>(abortFlag_.device);
@@ -224,8 +259,13 @@ void PlanKernels::bindPlans(Run& run) {
     run.cacheable = run.cacheable && kp.buffers.size() <= cuda::kInlineBuffers;
     if (run.cacheable) {
       const size_t scratch = kp.plan->scratchElems * kp.elemSize;
-      std::vector<size_t> extents{kp.stageFrom ? kp.stageBytes : kp.sendBytes, kp.recvBytes, scratch};
-      run.key[k] = PlanShapeKey{kp.plan.get(), kp.dtype, b.nchannels, run.direct[k], bufferAliases(kp.buffers, extents)};
+      const size_t extents[] = {kp.stageFrom ? kp.stageBytes : kp.sendBytes, kp.recvBytes, scratch};
+      PlanShapeKey& key = run.key[k];  // filled in place: its vectors keep their capacity
+      key.plan = kp.plan.get();
+      key.dtype = kp.dtype;
+      key.nchannels = b.nchannels;
+      key.direct.assign(run.direct[k].begin(), run.direct[k].end());
+      bufferAliases(kp.buffers, extents, &key.aliases);
     }
   }
 }
@@ -233,14 +273,14 @@ void PlanKernels::bindPlans(Run& run) {
 Status PlanKernels::reserveHostBlock(Run& run) {
   // Found on the device by shape, or encoded by encodeOrFind.
   run.cached = run.cacheable ? cache_.find(run.key) : nullptr;
-  run.layout = layoutDevicePlanSequence(run.planBytes);
+  layoutDevicePlanSequence(run.planBytes, &run.layout);
   run.encodedBytes = run.cached ? 0 : (run.layout.total + 15) / 16 * 16;
   // The lanes' statuses, (a launch of more plans or buffers than its parameter holds) the calls and
   // buffer tables the kernel reads from device memory, and an encoding on its way to the device: in a
   // slot of the ring (nothing allocated, plan_slots.h, and kept until the launch ended, as the copy
   // from it needs); a captured launch keeps a block of its own for the communicator's lifetime.
   run.tables = run.n > cuda::kInlinePlans ||
-               std::any_of(run.plans.begin() + run.first, run.plans.begin() + run.first + run.n,
+               std::any_of(run.plans->begin() + run.first, run.plans->begin() + run.first + run.n,
                            [](const KernelPlan& kp) { return kp.buffers.size() > cuda::kInlineBuffers; });
   run.statusBytes = (run.lanes * sizeof(cuda::DeviceLaneStatus) + 15) / 16 * 16;
   if (run.tables) {
@@ -287,7 +327,7 @@ Status PlanKernels::encodeOrFind(Run& run) {
     cuda::DevicePlanShape shape;
     Status encoded = encodeDevicePlan(*run.plan(k).plan, run.bindings[k],
                                       std::span(blob + run.layout.offsets[k], run.planBytes[k]), &shape);
-    if (!encoded.ok()) return encoded.withContext(run.plan(k).describe());
+    if (!encoded.ok()) return encoded.withContext(run.plan(k).label.text());
   }
   char* onDevice = nullptr;
   if (run.captured) {
@@ -338,8 +378,8 @@ Status PlanKernels::bindCalls(Run& run) {
     }
     // (The operation's description is formatted only for a failure: it allocates.)
     if (Status bound = bindDevicePlanCall(*kp.plan, run.bindings[k], bufferTable, &run.calls[k]); !bound.ok())
-      return bound.withContext(kp.describe());
-    run.launch->entries.push_back({kp.plan, kp.describe, run.firstStatus[k], kp.seq});
+      return bound.withContext(kp.label.text());
+    run.launch->entries.push_back({kp.plan, kp.label, run.firstStatus[k], kp.seq});
   }
   if (run.tables) {
     std::memcpy(tableHost, run.calls.data(), run.n * sizeof(cuda::DevicePlanCall));

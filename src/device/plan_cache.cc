@@ -12,8 +12,9 @@ bool PlanShapeKey::operator==(const PlanShapeKey& o) const {
   return std::tie(plan, dtype, nchannels, direct, aliases) == std::tie(o.plan, o.dtype, o.nchannels, o.direct, o.aliases);
 }
 
-std::vector<int64_t> bufferAliases(const std::vector<char*>& buffers, const std::vector<size_t>& extents) {
-  std::vector<int64_t> out;
+void bufferAliases(const std::vector<char*>& buffers, std::span<const size_t> extents, std::vector<int64_t>* into) {
+  std::vector<int64_t>& out = *into;
+  out.clear();
   for (size_t i = 0; i < buffers.size(); ++i) {
     if (!buffers[i]) {
       out.insert(out.end(), {static_cast<int64_t>(i), -1});
@@ -28,7 +29,6 @@ std::vector<int64_t> bufferAliases(const std::vector<char*>& buffers, const std:
         out.insert(out.end(), {static_cast<int64_t>(i), static_cast<int64_t>(j), static_cast<int64_t>(b - a)});
     }
   }
-  return out;
 }
 
 const PlanCache::Entry* PlanCache::find(const std::vector<PlanShapeKey>& key) {

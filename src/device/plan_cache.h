@@ -13,6 +13,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -31,8 +32,9 @@ struct PlanShapeKey {
   bool operator==(const PlanShapeKey& o) const;
 };
 
-// The shape part of `buffers` (by plan buffer index, with each buffer's bytes in `extents`).
-std::vector<int64_t> bufferAliases(const std::vector<char*>& buffers, const std::vector<size_t>& extents);
+// The shape part of `buffers` (by plan buffer index, with each buffer's bytes in `extents`), into
+// *out (its capacity kept: a launch of a shape seen before allocates nothing).
+void bufferAliases(const std::vector<char*>& buffers, std::span<const size_t> extents, std::vector<int64_t>* out);
 
 class PlanCache {
  public:

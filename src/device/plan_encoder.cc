@@ -298,14 +298,20 @@ Status bindDevicePlanCall(const Plan& plan, const DevicePlanBindings& b, char* c
   return Status::Ok();
 }
 
-DevicePlanSequenceLayout layoutDevicePlanSequence(std::span<const size_t> planBytes) {
-  DevicePlanSequenceLayout l;
+void layoutDevicePlanSequence(std::span<const size_t> planBytes, DevicePlanSequenceLayout* out) {
+  DevicePlanSequenceLayout& l = *out;
+  l.offsets.clear();
   size_t at = alignUp(sizeof(DevicePlanSequence) + planBytes.size() * sizeof(uint64_t));
   for (size_t bytes : planBytes) {
     l.offsets.push_back(at);
     at = alignUp(at + bytes);
   }
   l.total = at;
+}
+
+DevicePlanSequenceLayout layoutDevicePlanSequence(std::span<const size_t> planBytes) {
+  DevicePlanSequenceLayout l;
+  layoutDevicePlanSequence(planBytes, &l);
   return l;
 }
 

@@ -82,6 +82,8 @@ struct DevicePlanSequenceLayout {
   size_t total = 0;
 };
 DevicePlanSequenceLayout layoutDevicePlanSequence(std::span<const size_t> planBytes);
+// The same into *out, whose offsets keep their capacity (a launch allocates nothing for it).
+void layoutDevicePlanSequence(std::span<const size_t> planBytes, DevicePlanSequenceLayout* out);
 // Writes the sequence's header and offset table at the start of `out`; the plans are encoded at
 // their offsets by encodeDevicePlan. `blocks`: the most lanes of any of the plans.
 void writeDevicePlanSequenceHeader(const DevicePlanSequenceLayout& layout, uint32_t blocks, std::span<std::byte> out);

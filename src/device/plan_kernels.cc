@@ -91,11 +91,11 @@ bool isLegacyStream(loomStream_t stream) { return stream == nullptr || stream ==
 
 PlanKernels::~PlanKernels() {
   if (failed_.load()) raiseAbort();
-  std::deque<std::shared_ptr<KernelLaunch>> pending;
+  std::vector<std::shared_ptr<KernelLaunch>> pending;
   {
     std::lock_guard<std::mutex> lock(mutex_);  // the proxy's thread may reap them too
     destroying_ = true;
-    pending.swap(launches_);
+    for (; !launches_.empty(); launches_.pop_front()) pending.push_back(std::move(launches_.front()));
   }
   if (fifos_) {  // launches run on the transport's GPU
     DeviceScope scope(fifos_->device());
@@ -270,7 +270,7 @@ Status PlanKernels::checkLaunchable(const std::vector<KernelPlan>& plans, std::s
   // A misaligned element would be a misaligned-address trap on the GPU, which kills the context and
   // with it every rank of this process.
   auto misaligned = [](const KernelPlan& kp, const char* p) {
-    return errorStatus(loomInvalidArgument, "{}: a buffer at {} is not aligned to its {}-byte elements", kp.describe(),
+    return errorStatus(loomInvalidArgument, "{}: a buffer at {} is not aligned to its {}-byte elements", kp.label.text(),
                        static_cast<const void*>(p), kp.elemSize);
   };
   for (const KernelPlan& kp : plans) {
@@ -286,7 +286,7 @@ Status PlanKernels::checkLaunchable(const std::vector<KernelPlan>& plans, std::s
                          "{}: {} runs as a plan kernel, and another rank of this process shares GPU {}: the legacy "
                          "default stream (stream NULL) would serialize their kernels, which wait for each other; "
                          "pass a stream of your own (cudaStreamCreateWithFlags(..., cudaStreamNonBlocking))",
-                         facts_.describe, plans.front().describe(), fifos_->device());
+                         facts_.describe, plans.front().label.text(), fifos_->device());
   return Status::Ok();
 }
 
@@ -384,7 +384,7 @@ void PlanKernels::reapLocked() {
       // Lanes stopped by the abort word after the communicator failed say only that: the failure that
       // raised it (a broken network lane, a peer's) was reported already and stays the one users see.
       if (!result.ok() && !failed_.load()) {
-        fail(result.withContext(e.describe()));
+        fail(result.withContext(e.label.text()));
         break;
       }
     }
@@ -465,7 +465,7 @@ void PlanKernels::reapCapturedLocked() {
         return outcome != cuda::DeviceLaneOutcome::NotReported && outcome != cuda::DeviceLaneOutcome::Done;
       });
       if (!failed) continue;
-      fail(devicePlanResult(*e.plan, lanes).withContext(e.describe() + ", in a CUDA graph"));
+      fail(devicePlanResult(*e.plan, lanes).withContext(e.label.text() + ", in a CUDA graph"));
       return;
     }
 }
@@ -520,7 +520,8 @@ DeviceProgress PlanKernels::progress() {
   RelaxedCaptureMode relaxed;  // as poll()
   // Launches end in order (each follows the one before); the first one whose event has not passed is
   // where the communicator's device work stands. Nothing is reaped here: the caller may be any thread.
-  for (const std::shared_ptr<KernelLaunch>& l : launches_) {
+  for (size_t i = 0; i < launches_.size(); ++i) {
+    const std::shared_ptr<KernelLaunch>& l = launches_.at(i);
     bool done = false;
     if (!l->done.query(&done).ok() || done || l->entries.empty()) continue;
     p.firstUnfinished = l->entries.front().seq;

@@ -45,7 +45,6 @@
 
 #include <atomic>
 #include <cstddef>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,7 +72,7 @@ namespace loom::device {
 struct KernelLaunch {
   struct Entry {
     std::shared_ptr<const Plan> plan;
-    std::function<std::string()> describe;  // the operation, for a failure's message
+    OperationLabel label;  // the operation, for a failure's message
     size_t firstStatus = 0;
     uint64_t seq = 0;  // KernelPlan::seq
   };
@@ -106,6 +105,36 @@ struct KernelLaunch {
   cuda::DeviceLaneStatus* statuses = nullptr;
   std::vector<Entry> entries;
   EventHandle done;
+};
+
+// The launches in flight, oldest first: a ring that only grows (to the most launches ever in flight),
+// so that a steady launch allocates nothing for its place in it (a std::deque takes and frees a block
+// every few dozen launches).
+class LaunchQueue {
+ public:
+  bool empty() const { return count_ == 0; }
+  size_t size() const { return count_; }
+  std::shared_ptr<KernelLaunch>& front() { return ring_[head_]; }
+  std::shared_ptr<KernelLaunch>& at(size_t i) { return ring_[(head_ + i) % ring_.size()]; }
+  void push_back(std::shared_ptr<KernelLaunch> launch) {
+    if (count_ == ring_.size()) {  // full: twice the room, the launches in order from the start
+      std::vector<std::shared_ptr<KernelLaunch>> grown(std::max<size_t>(16, 2 * ring_.size()));
+      for (size_t i = 0; i < count_; ++i) grown[i] = std::move(at(i));
+      ring_.swap(grown);
+      head_ = 0;
+    }
+    ring_[(head_ + count_) % ring_.size()] = std::move(launch);
+    ++count_;
+  }
+  void pop_front() {
+    ring_[head_].reset();
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
+  }
+
+ private:
+  std::vector<std::shared_ptr<KernelLaunch>> ring_;
+  size_t head_ = 0, count_ = 0;
 };
 
 class PlanKernels {
@@ -143,6 +172,9 @@ class PlanKernels {
   Status launchRun(std::vector<KernelPlan>& plans, size_t first, size_t end, loomStream_t stream, bool captured,
                    std::shared_ptr<KernelLaunch>* enqueued);
   struct Run;
+  struct RunDeleter {
+    void operator()(Run* run) const;  // (kernel_launch.cc, where a Run is complete)
+  };
   // Staged inputs and scratch, carved from one region of the workspace (captured: kept memory).
   Status placeTemporaries(Run& run);
   // Each plan's buffers, FIFOs and limits, its encoded size and its shape key for the cache.
@@ -201,11 +233,12 @@ class PlanKernels {
   EventHandle lastCaptured_;
   unsigned long long lastCaptureId_ = 0;
 
+  std::unique_ptr<Run, RunDeleter> run_;  // launchRun's working state, reused (its vectors keep their capacity)
   PlanSlots slots_;  // before the launches that hold its slots: it outlives them
   PlanCache cache_;  // encoded sequences on the device, by shape (plan_cache.h); freed in the destructor
   LaunchWorkspace workspace_;  // the eager launches' temporaries
   std::mutex mutex_;  // guards launches_ and captured_: loomCommGetAsyncError looks at them from any thread
-  std::deque<std::shared_ptr<KernelLaunch>> launches_;  // shared: takeSlot waits on the oldest outside mutex_
+  LaunchQueue launches_;  // shared pointers: takeSlot waits on the oldest outside mutex_
   std::vector<std::shared_ptr<KernelLaunch>> spareLaunches_;  // finished, for the next launches (under mutex_)
   size_t reapBelow_ = PlanSlots::kDefaultCount / 2;  // takeSlot reaps when fewer slots than this are free
   // Launches captured into CUDA graphs: every replay reads their encoded plans and reports into the

@@ -1,11 +1,13 @@
 #include "core/run/group.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
 #include <span>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "base/datatype.h"
@@ -221,9 +223,10 @@ struct Routing {
   bool any(Route r) const { return std::find(route.begin(), route.end(), r) != route.end(); }
 };
 
-// Where each operation's buffers are decides its route (CUDA is usable in this process).
-Routing routeOperations(const std::vector<Operation>& ops) {
-  Routing r;
+// Where each operation's buffers are decides its route (CUDA is usable in this process), into `r`
+// (its vectors keep their capacity: a caller that keeps one allocates nothing for a single operation).
+void routeOperations(const std::vector<Operation>& ops, Routing* out) {
+  Routing& r = *out;
   r.route.assign(ops.size(), Route::Host);
   r.where.resize(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -239,6 +242,11 @@ Routing routeOperations(const std::vector<Operation>& ops) {
       for (size_t j = 0; j < ops.size(); ++j)
         if (ops[j].comm == ops[i].comm && ops[j].coll == Collective::SendRecv && r.route[j] == Route::Kernel)
           r.route[j] = Route::Staged;
+}
+
+Routing routeOperations(const std::vector<Operation>& ops) {
+  Routing r;
+  routeOperations(ops, &r);
   return r;
 }
 
@@ -318,21 +326,63 @@ Status refuseCapturedHostWork(const std::vector<Operation>& ops, const Routing& 
 
 // ---- Plan kernels -------------------------------------------------------------------------------
 
-device::KernelPlan kernelPlanOf(BoundPlan&& bound) {
-  device::KernelPlan kp;
-  kp.plan = bound.plan;
-  kp.buffers = bound.buffers;
-  kp.dtype = bound.dtype;
-  kp.elemSize = bound.elemSize;
-  kp.op = bound.op;
-  kp.stageFrom = bound.stageFrom;
-  bufferBytes(bound.call, &kp.sendBytes, &kp.recvBytes);
-  if (kp.stageFrom) kp.stageBytes = kp.sendBytes;
-  kp.stageScales = bound.stageScales;
-  kp.stageOp = bound.stageOp;
-  auto described = std::make_shared<const BoundPlan>(std::move(bound));  // formatted only for a failure
-  kp.describe = [described] { return describePlan(*described); };
-  return kp;
+// A plan kernel's operation as its failure messages describe it (device::OperationLabel's bytes):
+// what describePlan reads of a BoundPlan, without its vectors. The communicator and the plan outlive
+// the launch (the launch keeps the plan).
+struct KernelOperationLabel {
+  std::string (*describe)(const BoundPlan&);
+  loomComm_t comm;
+  const Plan* plan;
+  uint64_t seq;
+  size_t count, groupSize;
+  loomDataType_t dtype;
+  int op, root;
+  Collective coll;
+  bool isSend;
+};
+static_assert(sizeof(KernelOperationLabel) <= device::OperationLabel::kBytes);
+static_assert(std::is_trivially_copyable_v<KernelOperationLabel>);
+
+std::string formatKernelOperation(const device::OperationLabel& label) {
+  KernelOperationLabel l;
+  std::memcpy(&l, label.bytes, sizeof l);
+  BoundPlan bp;
+  bp.describe = l.describe;
+  bp.plan = std::shared_ptr<const Plan>(std::shared_ptr<const Plan>(), l.plan);  // not owned: the launch holds it
+  bp.seq = l.seq;
+  bp.groupSize = l.groupSize;
+  bp.call.comm = l.comm;
+  bp.call.coll = l.coll;
+  bp.call.isSend = l.isSend;
+  bp.call.count = l.count;
+  bp.call.dtype = l.dtype;
+  bp.call.op = l.op;
+  bp.call.root = l.root;
+  return describePlan(bp);
+}
+
+// The plan a kernel's operation is bound to, kept by the thread from call to call (launchKernels).
+struct KernelBoundPlan {
+  BoundPlan bound;
+};
+
+// `kp` (reused from call to call: its buffers keep their capacity) for the plan `bound`, operation `seq`.
+void bindKernelPlan(const BoundPlan& bound, uint64_t seq, device::KernelPlan* kp) {
+  kp->plan = bound.plan;
+  kp->buffers.assign(bound.buffers.begin(), bound.buffers.end());
+  kp->dtype = bound.dtype;
+  kp->elemSize = bound.elemSize;
+  kp->op = bound.op;
+  kp->stageFrom = bound.stageFrom;
+  bufferBytes(bound.call, &kp->sendBytes, &kp->recvBytes);
+  kp->stageBytes = kp->stageFrom ? kp->sendBytes : 0;
+  kp->stageScales = bound.stageScales;
+  kp->stageOp = bound.stageOp;
+  kp->seq = seq;
+  const KernelOperationLabel l{bound.describe, bound.call.comm, bound.plan.get(), seq, bound.call.count, bound.groupSize,
+                               bound.call.dtype, bound.call.op, bound.call.root, bound.call.coll, bound.call.isSend};
+  std::memcpy(kp->label.bytes, &l, sizeof l);
+  kp->label.format = formatKernelOperation;
 }
 
 // A plan kernel's operation takes the communicator's next number, as a host one does, and goes into
@@ -351,8 +401,21 @@ uint64_t numberDeviceOperation(loomComm_t comm, Collective coll, uint64_t count,
 Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const Routing& r) {
   device::CommDevice& dev = *comm->device;
   const PlanAdjustment adjust = [&dev](Algorithm algo, PlanRequest* req) { return dev.adjustChannels(algo, req); };
-  std::vector<device::KernelPlan> plans;
-  std::vector<loomStream_t> streams;
+  // This thread's, kept from call to call with their capacity (a steady call allocates none of them);
+  // a plan kept in `plans` keeps its buffer vector too.
+  ThreadScratch<device::KernelPlan> planScratch;
+  ThreadScratch<loomStream_t> streamScratch;
+  ThreadScratch<KernelBoundPlan> boundScratch;  // not BoundPlan's: planForComm keeps its spares there
+  std::vector<device::KernelPlan>& plans = planScratch.get();
+  std::vector<loomStream_t>& streams = streamScratch.get();
+  if (boundScratch.get().empty()) boundScratch.get().emplace_back();
+  BoundPlan& bp = boundScratch.get().front().bound;
+  streams.clear();
+  size_t used = 0;
+  auto nextPlan = [&]() -> device::KernelPlan& {
+    if (used == plans.size()) plans.emplace_back();
+    return plans[used++];
+  };
   std::vector<Operation> p2p;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].comm != comm || r.route[i] != Route::Kernel) continue;
@@ -363,10 +426,9 @@ Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const R
     }
     const Operation& op = ops[i];
     const uint64_t seq = numberDeviceOperation(comm, op.coll, op.count, op.dtype, isRooted(op.coll) ? op.root : -1);
-    BoundPlan bp;
+    bp.recycle();
     LOOM_TRY(planCollective(comm, op, &bp, PlanFor::Device, adjust));
-    plans.push_back(kernelPlanOf(std::move(bp)));
-    plans.back().seq = seq;
+    bindKernelPlan(bp, seq, &nextPlan());
   }
   if (!p2p.empty()) {
     // One number for the group's sends and receives, as on the host (planForComm).
@@ -377,13 +439,11 @@ Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const R
       if (op.root != peer) peer = -1;
     }
     const uint64_t seq = numberDeviceOperation(comm, Collective::SendRecv, bytes, loomUint8, peer);
-    BoundPlan bp;
+    bp.recycle();
     LOOM_TRY(planPointToPoint(comm, p2p, &bp, PlanFor::Device));
-    if (!bp.plan->lanes.empty()) {
-      plans.push_back(kernelPlanOf(std::move(bp)));
-      plans.back().seq = seq;
-    }
+    if (!bp.plan->lanes.empty()) bindKernelPlan(bp, seq, &nextPlan());
   }
+  plans.resize(used);  // (the calls' plans; a later call with more makes new ones)
   return dev.launch(plans, streams);
 }
 
@@ -442,7 +502,10 @@ Status runOperations(const std::vector<Operation>& ops) {
   for (size_t i = 1; i < comms.size(); ++i) locks.emplace_back(comms[i]->busy);
   for (loomComm_t comm : comms) LOOM_TRY(checkCommUsable(comm));
   if (!device::cudaUsable()) return runHostOperations(ops, comms);  // no device memory in this process
-  Routing routing = routeOperations(ops);
+  ThreadScratch<Routing> routingScratch;  // kept from call to call: routing a single operation allocates nothing
+  if (routingScratch.get().empty()) routingScratch.get().emplace_back();
+  Routing& routing = routingScratch.get().front();
+  routeOperations(ops, &routing);
   LOOM_TRY(refuseAnySourceIntoKernelMemory(ops, routing));
   if (routing.any(Route::Kernel)) LOOM_TRY(settleKernelRoutes(ops, &routing));
   LOOM_TRY(refuseCapturedHostWork(ops, routing));

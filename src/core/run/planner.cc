@@ -7,6 +7,7 @@
 #include "algorithms/verifier.h"
 #include "base/datatype.h"
 #include "base/log.h"
+#include "base/thread_scratch.h"
 #include "core/communicator.h"
 #include "device/device_layer.h"
 #include "kernels/cpu/float_convert.h"
@@ -46,10 +47,12 @@ Status chooseTunedPlan(loomComm_t comm, const Operation& op, PlanFor target, Alg
                        std::string* note) {
   Tuner& tuner = tunerFor(comm, target);
   const TuneRequest t = tuneRequestOf(comm, op, target);
-  TuneChoice choice;
+  ThreadScratch<TuneChoice> scratch;  // kept from call to call: copying a decision reuses its rings' memory
+  if (scratch.get().empty()) scratch.get().emplace_back();
+  TuneChoice& choice = scratch.get().front();
   LOOM_TRY(tuner.choosePlan(t, &choice));
   *algo = choice.algorithm;
-  *req = tuner.planRequest(t, choice, comm->rank);
+  tuner.planRequest(t, choice, comm->rank, req);
   *note = std::move(choice.note);
   return Status::Ok();
 }
@@ -170,7 +173,9 @@ Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, Plan
                       const PlanAdjustment& adjust) {
   const bool hostTemporaries = target == PlanFor::Host;
   Algorithm algo = Algorithm::Ring;
-  PlanRequest req;
+  ThreadScratch<PlanRequest> reqScratch;  // kept from call to call: its rings keep their memory
+  if (reqScratch.get().empty()) reqScratch.get().emplace_back();
+  PlanRequest& req = reqScratch.get().front();
   std::string note;
   LOOM_TRY(chooseTunedPlan(comm, op, target, &algo, &req, &note));
   if (adjust) LOOM_TRY(adjust(algo, &req));
