@@ -147,19 +147,26 @@ std::string skipThenJoin(loomtest::RankContext& ctx, cudaStream_t stream, Job& j
   return problems + send.checkGuards("send") + recv.checkGuards("recv");
 }
 
-TEST(DeviceFlightRecord, ARankThatSkipsADeviceCollectiveIsNamedAndTheOthersWaitOnIt) {
-  LOOM_REQUIRE_GPU();
-  setenv("LOOM_TIMEOUT_MS", "60000", 1);
+// Runs `body` on `nranks` rank threads sharing one Job, with LOOM_TIMEOUT_MS set to `timeoutMs`.
+using JobBody = std::string (*)(loomtest::RankContext&, cudaStream_t, Job&);
+std::string runJob(int nranks, const char* timeoutMs, JobBody body) {
+  const char* was = std::getenv("LOOM_TIMEOUT_MS");
+  const std::string before = was ? was : "";
+  setenv("LOOM_TIMEOUT_MS", timeoutMs, 1);
   Job job;
   loomtest::RunOptions run;
   run.timeoutSec = 120;
-  EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kRanks, run,
-                               [&job](loomtest::RankContext& ctx) {
-                                 return withStreamOnGpu0(ctx, [&job](loomtest::RankContext& c, cudaStream_t s) {
-                                   return skipThenJoin(c, s, job);
-                                 });
-                               }),
-            "");
+  const std::string failures = loomtest::runRanks(loomtest::Launch::Threads, nranks, run, [&](loomtest::RankContext& ctx) {
+    return withStreamOnGpu0(ctx, [&](loomtest::RankContext& c, cudaStream_t s) { return body(c, s, job); });
+  });
+  if (was) setenv("LOOM_TIMEOUT_MS", before.c_str(), 1);
+  else unsetenv("LOOM_TIMEOUT_MS");
+  return failures;
+}
+
+TEST(DeviceFlightRecord, ARankThatSkipsADeviceCollectiveIsNamedAndTheOthersWaitOnIt) {
+  LOOM_REQUIRE_GPU();
+  EXPECT_EQ(runJob(kRanks, "60000", skipThenJoin), "");
 }
 
 // Rank 1 of 2 never enters the second device all-reduce: rank 0's lanes time out, and the failure,
@@ -195,18 +202,7 @@ std::string timeOut(loomtest::RankContext& ctx, cudaStream_t stream, Job& job) {
 
 TEST(DeviceFlightRecord, ALaneThatTimesOutNamesTheOperationAndThePeer) {
   LOOM_REQUIRE_GPU();
-  setenv("LOOM_TIMEOUT_MS", "1500", 1);
-  Job job;
-  loomtest::RunOptions run;
-  run.timeoutSec = 120;
-  EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, 2, run,
-                               [&job](loomtest::RankContext& ctx) {
-                                 return withStreamOnGpu0(ctx, [&job](loomtest::RankContext& c, cudaStream_t s) {
-                                   return timeOut(c, s, job);
-                                 });
-                               }),
-            "");
-  unsetenv("LOOM_TIMEOUT_MS");
+  EXPECT_EQ(runJob(2, "1500", timeOut), "");
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ const Shape kShapes[] = {
      [](int rank) { return rank == 1 ? 1.0f : -1.0f; }, block},
 };
 
-std::string describe(const fakecuda::CallCounts& c) {
+std::string describeCounts(const fakecuda::CallCounts& c) {
   return std::to_string(c.allocations) + " allocations, " + std::to_string(c.frees) + " frees, " +
          std::to_string(c.deviceSynchronizations) + " device synchronizations, " +
          std::to_string(c.hostToDeviceCopies) + " host-to-device copies";
@@ -105,7 +105,7 @@ TEST_P(SteadyLaunches, AllocateSynchronizeAndUploadNothingAfterWarmUp) {
     std::string problems;
     if (counts.allocations || counts.frees || counts.deviceSynchronizations || counts.hostToDeviceCopies)
       problems += " " + std::to_string(kLaunches) + " launches of " + shape.name + " after warm-up made " +
-                  describe(counts) + ";";
+                  describeCounts(counts) + ";";
     cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     loomResult_t async = loomSuccess;
     loomCommGetAsyncError(ctx.comm, &async);
