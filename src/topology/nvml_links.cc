@@ -46,7 +46,7 @@ bool bind(void* lib, const char* name, F* fn) {
   return *fn != nullptr;
 }
 
-std::string busIdOf(const nvmlPciInfo_t& pci) {
+std::string nvmlBusIdOf(const nvmlPciInfo_t& pci) {
   return normalizeBusId(pci.busId).value_or(normalizeBusId(pci.busIdLegacy).value_or(""));
 }
 
@@ -109,7 +109,7 @@ Status addNvmlLinks(SystemGraph* graph) {
     nvmlDevice_t dev = nullptr;
     nvmlPciInfo_t pci{};
     if (api.getHandle(d, &dev) != kNvmlSuccess || api.getPciInfo(dev, &pci) != kNvmlSuccess) continue;
-    int gpu = graph->findByBusId(busIdOf(pci));
+    int gpu = graph->findByBusId(nvmlBusIdOf(pci));
     if (gpu < 0 || graph->node(gpu).kind != NodeKind::Gpu) continue;
     int major = 0, minor = 0;
     if (api.getComputeCapability(dev, &major, &minor) == kNvmlSuccess) graph->mutableNode(gpu).sm = major * 10 + minor;
@@ -120,7 +120,7 @@ Status addNvmlLinks(SystemGraph* graph) {
       nvmlPciInfo_t remote{};
       if (api.getLinkState(dev, l, &active) != kNvmlSuccess || active != 1) continue;
       if (api.getRemotePciInfo(dev, l, &remote) != kNvmlSuccess) continue;
-      std::string remoteBus = busIdOf(remote);
+      std::string remoteBus = nvmlBusIdOf(remote);
       int peer = graph->findByBusId(remoteBus);
       if (peer >= 0 && graph->node(peer).kind == NodeKind::Gpu) {
         if (peer > gpu) ++linksTo[peer];

@@ -1,13 +1,11 @@
 #include "core/run/group.h"
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
 #include <span>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "base/datatype.h"
@@ -16,6 +14,7 @@
 #include "core/communicator.h"
 #include "core/job_setup.h"
 #include "core/run/executor.h"
+#include "core/run/kernel_plan_binding.h"
 #include "core/run/planner.h"
 #include "core/observe/signature_check.h"
 #include "device/device_layer.h"
@@ -59,6 +58,22 @@ std::vector<loomComm_t> commsOf(const std::vector<Operation>& ops) {
 }
 
 // ---- Host operations ---------------------------------------------------------------------------
+
+// A group's sends and receives on one communicator are one entry of its flight record: their bytes,
+// and their peer when they all have the same one (-1 otherwise).
+struct PointToPointEntry {
+  uint64_t bytes = 0;
+  int peer = -1;
+};
+PointToPointEntry pointToPointEntry(const std::vector<Operation>& p2p) {
+  PointToPointEntry e;
+  e.peer = p2p.front().root;
+  for (const Operation& op : p2p) {
+    e.bytes += op.count * dataTypeSize(op.dtype);
+    if (op.root != e.peer) e.peer = -1;
+  }
+  return e;
+}
 
 // Plans one communicator's share of a group: each collective in call order, then one plan for all
 // its point-to-point operations. A communicator with a progress thread gets them queued there; a
@@ -129,14 +144,8 @@ Status planForComm(loomComm_t comm, const std::vector<Operation>& ops, bool sole
   }
   if (!p2p.empty()) {
     ++comm->opCount;
-    // One entry for the group's sends and receives: their bytes, and their peer when they have one.
-    uint64_t bytes = 0;
-    int peer = p2p.front().root;
-    for (const Operation& op : p2p) {
-      bytes += op.count * dataTypeSize(op.dtype);
-      if (op.root != peer) peer = -1;
-    }
-    comm->flight.issued(comm->opCount, Collective::SendRecv, bytes, loomUint8, peer);
+    const PointToPointEntry entry = pointToPointEntry(p2p);
+    comm->flight.issued(comm->opCount, Collective::SendRecv, entry.bytes, loomUint8, entry.peer);
     BoundPlan bp = engine ? BoundPlan{} : recycledPlan();
     if (Status planned = planPointToPoint(comm, p2p, &bp); !planned.ok()) {
       if (engine) engine->submit(comm->opCount, workFor(comm), true);  // as above
@@ -326,64 +335,10 @@ Status refuseCapturedHostWork(const std::vector<Operation>& ops, const Routing& 
 
 // ---- Plan kernels -------------------------------------------------------------------------------
 
-// A plan kernel's operation as its failure messages describe it (device::OperationLabel's bytes):
-// what describePlan reads of a BoundPlan, without its vectors. The communicator and the plan outlive
-// the launch (the launch keeps the plan).
-struct KernelOperationLabel {
-  std::string (*describe)(const BoundPlan&);
-  loomComm_t comm;
-  const Plan* plan;
-  uint64_t seq;
-  size_t count, groupSize;
-  loomDataType_t dtype;
-  int op, root;
-  Collective coll;
-  bool isSend;
-};
-static_assert(sizeof(KernelOperationLabel) <= device::OperationLabel::kBytes);
-static_assert(std::is_trivially_copyable_v<KernelOperationLabel>);
-
-std::string formatKernelOperation(const device::OperationLabel& label) {
-  KernelOperationLabel l;
-  std::memcpy(&l, label.bytes, sizeof l);
-  BoundPlan bp;
-  bp.describe = l.describe;
-  bp.plan = std::shared_ptr<const Plan>(std::shared_ptr<const Plan>(), l.plan);  // not owned: the launch holds it
-  bp.seq = l.seq;
-  bp.groupSize = l.groupSize;
-  bp.call.comm = l.comm;
-  bp.call.coll = l.coll;
-  bp.call.isSend = l.isSend;
-  bp.call.count = l.count;
-  bp.call.dtype = l.dtype;
-  bp.call.op = l.op;
-  bp.call.root = l.root;
-  return describePlan(bp);
-}
-
 // The plan a kernel's operation is bound to, kept by the thread from call to call (launchKernels).
 struct KernelBoundPlan {
   BoundPlan bound;
 };
-
-// `kp` (reused from call to call: its buffers keep their capacity) for the plan `bound`, operation `seq`.
-void bindKernelPlan(const BoundPlan& bound, uint64_t seq, device::KernelPlan* kp) {
-  kp->plan = bound.plan;
-  kp->buffers.assign(bound.buffers.begin(), bound.buffers.end());
-  kp->dtype = bound.dtype;
-  kp->elemSize = bound.elemSize;
-  kp->op = bound.op;
-  kp->stageFrom = bound.stageFrom;
-  bufferBytes(bound.call, &kp->sendBytes, &kp->recvBytes);
-  kp->stageBytes = kp->stageFrom ? kp->sendBytes : 0;
-  kp->stageScales = bound.stageScales;
-  kp->stageOp = bound.stageOp;
-  kp->seq = seq;
-  const KernelOperationLabel l{bound.describe, bound.call.comm, bound.plan.get(), seq, bound.call.count, bound.groupSize,
-                               bound.call.dtype, bound.call.op, bound.call.root, bound.call.coll, bound.call.isSend};
-  std::memcpy(kp->label.bytes, &l, sizeof l);
-  kp->label.format = formatKernelOperation;
-}
 
 // A plan kernel's operation takes the communicator's next number, as a host one does, and goes into
 // its flight record (marked as the device's: its launch says when it ended, DeviceProgress), so that
@@ -432,13 +387,8 @@ Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const R
   }
   if (!p2p.empty()) {
     // One number for the group's sends and receives, as on the host (planForComm).
-    uint64_t bytes = 0;
-    int peer = p2p.front().root;
-    for (const Operation& op : p2p) {
-      bytes += op.count * dataTypeSize(op.dtype);
-      if (op.root != peer) peer = -1;
-    }
-    const uint64_t seq = numberDeviceOperation(comm, Collective::SendRecv, bytes, loomUint8, peer);
+    const PointToPointEntry entry = pointToPointEntry(p2p);
+    const uint64_t seq = numberDeviceOperation(comm, Collective::SendRecv, entry.bytes, loomUint8, entry.peer);
     bp.recycle();
     LOOM_TRY(planPointToPoint(comm, p2p, &bp, PlanFor::Device));
     if (!bp.plan->lanes.empty()) bindKernelPlan(bp, seq, &nextPlan());
