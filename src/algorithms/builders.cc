@@ -42,6 +42,8 @@ const char* stepKindName(StepKind kind) {
     case StepKind::RecvCopySend: return "RecvCopySend";
     case StepKind::Copy: return "Copy";
     case StepKind::Reduce: return "Reduce";
+    case StepKind::Meet: return "Meet";
+    case StepKind::ReduceRanks: return "ReduceRanks";
   }
   return "unknown";
 }

@@ -14,11 +14,13 @@ namespace loom {
 
 // Add new algorithms at the end: the value is part of plan cache keys and traces. What each one is,
 // serves and is called: its entry in the registry (registry.h), which every use goes through.
-enum class Algorithm : uint8_t { Ring, Direct, Tree, Hierarchical, OneShot };
+enum class Algorithm : uint8_t { Ring, Direct, Tree, Hierarchical, OneShot, PeerOneShot, PeerMemory };
 // The enum's values (registry.cc checks at compile time that each has one registry entry).
-inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::Ring, Algorithm::Direct, Algorithm::Tree,
-                                               Algorithm::Hierarchical, Algorithm::OneShot};
-const char* algorithmName(Algorithm algo);  // the registry's name: "ring", "direct", "tree", "hier", "oneshot"
+inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::Ring,    Algorithm::Direct,      Algorithm::Tree,
+                                               Algorithm::Hierarchical, Algorithm::OneShot, Algorithm::PeerOneShot,
+                                               Algorithm::PeerMemory};
+// the registry's name: "ring", "direct", "tree", "hier", "oneshot", "peer-oneshot", "peer"
+const char* algorithmName(Algorithm algo);
 // The inverse of algorithmName, in any case (LOOM_ALGO's words); false for anything else.
 bool parseAlgorithmName(std::string_view name, Algorithm* algo);
 
@@ -35,6 +37,9 @@ struct PlanRequest {
   // Ranks per node, nodes holding contiguous ranks (node = rank / ranksPerNode); 0: unknown. Only the
   // hierarchical builder uses it, and it needs it.
   int ranksPerNode = 0;
+  // The ranks can read and write each other's buffers (device plan kernels of rank threads of one
+  // process on one GPU): the peer-memory algorithms need it, and nothing else looks at it.
+  bool peerMemory = false;
 };
 
 // Elements of the user's send/recv buffers for a collective of this shape (on this rank).
@@ -58,6 +63,12 @@ Status buildHierarchicalPlan(const PlanRequest& req, Plan* plan);
 // Every rank sends its whole vector to every peer and reduces all contributions in rank order, so all
 // ranks get bitwise identical results: AllReduce with count <= chunkElems (one_shot.cc).
 Status buildOneShotPlan(const PlanRequest& req, Plan* plan);
+// Peer-memory plans (peer_memory.cc; req.peerMemory, at most kMaxPeerMemoryRanks ranks): no messages,
+// two Meets per lane. peer-oneshot: AllReduce, every rank reduces every input in rank order. peer:
+// AllReduce two-shot (block r of every input reduced by rank r into every rank's output),
+// ReduceScatter, AllGather (each rank's input into every output), Broadcast (the root's input read).
+Status buildPeerOneShotPlan(const PlanRequest& req, Plan* plan);
+Status buildPeerPlan(const PlanRequest& req, Plan* plan);
 // The registry's builder of `algo`.
 Status buildPlan(Algorithm algo, const PlanRequest& req, Plan* plan);
 

@@ -42,6 +42,9 @@ struct MachineModel {
   // any). The model counts a lane's steps but not what interleaving lanes costs a CPU rank (cache
   // misses on another FIFO's flags and data); measured, extra channels only pay for large messages.
   uint64_t minChannelBytes = 0;
+  // The ranks can read and write each other's buffers (device plan kernels of rank threads of one
+  // process on one GPU): the peer-memory algorithms are candidates (PlanRequest::peerMemory).
+  bool peerMemory = false;
 
   int ranksInNode() const { return ranksPerNode <= 0 || ranksPerNode > nranks ? nranks : ranksPerNode; }
   int nodes() const { return (nranks + ranksInNode() - 1) / ranksInNode(); }

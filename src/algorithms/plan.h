@@ -47,10 +47,21 @@ constexpr uint32_t kFirstP2pBuffer = 3;
 // whose next message on the lane's channel has arrived; the lane's later steps take the same rank.
 constexpr int32_t kAnyPeer = -2;
 
+// Whose buffer a BufRef names. Plans of ranks that can address each other's buffers (peer-memory
+// plans: device plan kernels of rank threads on one GPU) may name a peer's buffer, or every rank's: a
+// ReduceRanks step's source (each rank's copy, in rank order) or a Copy's or ReduceRanks' destination
+// (the same result stored into every rank's buffer). Every other plan names its own buffers only.
+constexpr int32_t kOwnRank = -1;
+constexpr int32_t kEveryRank = -3;
+// The most ranks a peer-memory plan serves (the device keeps every peer's buffers at hand).
+constexpr int kMaxPeerMemoryRanks = 8;
+
 struct BufRef {
   uint32_t buffer = kNoBuffer;
   uint64_t offset = 0;  // elements
+  int32_t rank = kOwnRank;  // kOwnRank, a rank (peer-memory plans), or kEveryRank
   bool valid() const { return buffer != kNoBuffer; }
+  bool own() const { return rank == kOwnRank; }
 };
 
 enum class StepKind : uint8_t {
@@ -61,6 +72,16 @@ enum class StepKind : uint8_t {
   RecvCopySend,    // receive into dst (if valid) and forward the same elements to sendPeer
   Copy,            // dst = src (local; src and dst may be the same memory)
   Reduce,          // dst = dst (op) src (local; src and dst must not overlap); finalize allowed
+  // Peer-memory plans only (no messages):
+  // All ranks' lanes of the lane's channel meet: a lane passes its k-th Meet once every rank's lane
+  // of that channel has reached its k-th. The first one also makes this rank's buffers known to the
+  // others (their kernels have started, so the buffers are ready); what a rank reads or writes in a
+  // peer's memory is ordered by Meets alone. No src, dst or count.
+  Meet,
+  // dst = src of rank 0 (op) src of rank 1 (op) ... (op) src of rank n-1 (src.rank is kEveryRank), in
+  // that order whoever computes it, so that every rank's result has the same bits (one-shot's order);
+  // dst is this rank's, a peer's or every rank's buffer. Finalize allowed.
+  ReduceRanks,
 };
 const char* stepKindName(StepKind kind);
 

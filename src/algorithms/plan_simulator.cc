@@ -11,12 +11,25 @@ struct SimStep {
   int32_t in = -1;   // connection consumed, -1: none
   int32_t out = -1;  // connection fed, -1: none
   double bytes = 0;
+  // Peer-memory plans: a Meet, and the bytes a step reads from peers' memory and writes into it
+  // (they cross the rank's ports, as messages do).
+  bool meet = false;
+  double peerIn = 0, peerOut = 0;
 };
 
 struct SimLane {
   int rank = 0;
   uint32_t next = 0, end = 0;  // indices into the flat step array
   double ready = 0;            // when the previous step ended
+  uint32_t channel = 0;
+  uint32_t meets = 0;          // Meets passed
+};
+
+// The lanes of one channel at one of their Meets: how many arrived, the latest arrival, who waits.
+struct MeetState {
+  int arrived = 0;
+  double latest = 0;
+  std::vector<int> waiting;
 };
 
 // One direction of one (rank pair, channel) connection, in the frame of the receiving representative.
@@ -55,6 +68,13 @@ class Simulator {
       // Events come in time order, so shared resources (engines, ports) are booked in time order.
       const double start = ev.time;
       double end = start;
+      if (step.meet) {  // every lane of the channel arrived (schedule); the meeting costs one hop
+        lane.ready = start;
+        ++lane.meets;
+        ++lane.next;
+        schedule(ev.lane);
+        continue;
+      }
       if (engineCost) {
         const double work = m_.stepUs + transferUs(step.bytes, m_.copyGbs);
         const size_t e = m_.lanesInParallel ? static_cast<size_t>(ev.lane) : static_cast<size_t>(lane.rank);
@@ -62,6 +82,16 @@ class Simulator {
         engine[e] = end;
         engineLoad[e] += work;
       }
+      // Peer-memory reads and writes cross the rank's ports while its engine computes.
+      auto overPort = [&](int port, double bytes) {
+        const double duration = transferUs(bytes, m_.intraGbs);
+        const double from = std::max(start, busy_[port]);
+        busy_[port] = from + duration;
+        load_[port] += duration;
+        end = std::max(end, from + duration);
+      };
+      if (step.peerIn > 0) overPort(g_ + lane.rank, step.peerIn);
+      if (step.peerOut > 0) overPort(lane.rank, step.peerOut);
       if (step.in >= 0) {
         Connection& c = conns_[step.in];
         release_[slot(step.in, c.consumed)] = end;
@@ -119,6 +149,17 @@ class Simulator {
     if (lane.next >= lane.end) return;
     const SimStep& step = steps_[lane.next];
     double start = lane.ready;
+    if (step.meet) {
+      // The k-th Meet of a channel: every simulated rank's lane of that channel (a symmetric run's
+      // representatives stand for the others), released together one hop after the last arrival.
+      MeetState& ms = meets_[(static_cast<uint64_t>(lane.channel) << 32) | lane.meets];
+      ++ms.arrived;
+      ms.latest = std::max(ms.latest, start);
+      ms.waiting.push_back(id);
+      if (ms.arrived < lanesOfChannel_[lane.channel]) return;
+      for (int waiting : ms.waiting) queue_.push(Event{ms.latest + m_.intraLatencyUs, waiting});
+      return;
+    }
     if (step.in >= 0) {
       Connection& c = conns_[step.in];
       if (c.sent <= c.consumed) {
@@ -163,6 +204,9 @@ class Simulator {
         SimLane sl;
         sl.rank = r;
         sl.next = static_cast<uint32_t>(steps_.size());
+        sl.channel = lane.channel;
+        if (lanesOfChannel_.size() <= lane.channel) lanesOfChannel_.resize(lane.channel + 1, 0);
+        ++lanesOfChannel_[lane.channel];
         // A lane talks to few peers: remember its last ones before asking the index.
         int lastPeer[2] = {-1, -1};
         int32_t lastConn[2] = {-1, -1};
@@ -176,6 +220,16 @@ class Simulator {
         for (const Step& step : lane.steps) {
           SimStep ss;
           ss.bytes = static_cast<double>(step.count) * static_cast<double>(elemSize_);
+          ss.meet = step.kind == StepKind::Meet;
+          if (step.kind == StepKind::ReduceRanks || !step.src.own() || !step.dst.own()) {
+            // n sources (ReduceRanks) or one, one destination or every rank's: n - 1 of them peers'.
+            const double others = static_cast<double>(n - 1);
+            const double sources = step.src.rank == kEveryRank ? static_cast<double>(n) : 1.0;
+            const double targets = step.dst.rank == kEveryRank ? static_cast<double>(n) : 1.0;
+            ss.peerIn = step.src.rank == kEveryRank ? others * ss.bytes : step.src.own() ? 0.0 : ss.bytes;
+            ss.peerOut = step.dst.rank == kEveryRank ? others * ss.bytes : step.dst.own() ? 0.0 : ss.bytes;
+            ss.bytes *= (sources + targets) / 2;  // the engine reads every source and writes every target
+          }
           if (step.recvPeer >= 0)
             ss.in = cached(0, step.recvPeer, [&] { return connection(step.recvPeer, r, lane.channel, repNodes); });
           if (step.sendPeer >= 0) {
@@ -237,6 +291,8 @@ class Simulator {
   std::vector<Connection> conns_;
   std::unordered_map<uint64_t, int32_t> index_;
   std::vector<double> arrive_, release_;  // per connection and slot: message arrival, slot release
+  std::vector<int> lanesOfChannel_;       // simulated lanes on each channel (peer-memory Meets)
+  std::unordered_map<uint64_t, MeetState> meets_;  // by (channel, Meet)
   std::vector<double> busy_;              // per port/NIC direction: busy until
   std::vector<double> load_;              // per port/NIC direction: total transfer time
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;

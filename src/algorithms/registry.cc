@@ -23,6 +23,15 @@ bool hierServesRequest(const PlanRequest& req) {
   return req.coll == Collective::AllReduce && req.ranksPerNode >= 1 && req.nranks % req.ranksPerNode == 0;
 }
 
+bool peerOneShotServesRequest(const PlanRequest& req) {
+  return req.coll == Collective::AllReduce && req.peerMemory && req.nranks <= kMaxPeerMemoryRanks;
+}
+constexpr CollectiveSet kPeerCollectives = {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather,
+                                            Collective::Broadcast};
+bool peerServesRequest(const PlanRequest& req) {
+  return kPeerCollectives.has(req.coll) && req.peerMemory && req.nranks <= kMaxPeerMemoryRanks;
+}
+
 constexpr CollectiveSet kRingCollectives = {Collective::AllReduce, Collective::Broadcast, Collective::Reduce,
                                             Collective::AllGather, Collective::ReduceScatter};
 
@@ -64,6 +73,17 @@ constexpr AlgorithmEntry kRegistry[] = {
      {Collective::AllReduce, Collective::Broadcast, Collective::Reduce, Collective::AllGather,
       Collective::ReduceScatter, Collective::AlltoAll, Collective::Gather, Collective::Scatter},
      "", buildDirectPlan, servesEveryCollective, servesEveryCollective, RingOrders::None, false, alignToRanksForAllReduce},
+    {Algorithm::PeerOneShot, "peer-oneshot",
+     "every rank reads every rank's whole input from its memory and reduces them in rank order (one-shot's "
+     "bits); no messages, two meetings per lane",
+     {Collective::AllReduce}, "ranks that address each other's buffers (rank threads on one GPU), at most 8",
+     buildPeerOneShotPlan, peerOneShotServesRequest, peerOneShotServesRequest, RingOrders::None, false,
+     alignToOneElement},
+    {Algorithm::PeerMemory, "peer",
+     "reads and writes in the peers' memory: allreduce two-shot (rank r reduces block r of every input into "
+     "every output), reducescatter, allgather, broadcast; no messages, two meetings per lane",
+     kPeerCollectives, "ranks that address each other's buffers (rank threads on one GPU), at most 8", buildPeerPlan,
+     peerServesRequest, peerServesRequest, RingOrders::None, false, alignToRanksForAllReduce},
 };
 
 // Every Algorithm value has exactly one entry (checked once, at compile time).

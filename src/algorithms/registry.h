@@ -72,7 +72,7 @@ LOOM_TOOLS_API std::span<const AlgorithmEntry> algorithmRegistry();
 const AlgorithmEntry& algorithmEntry(Algorithm algo);
 // By name, in any case; null when no algorithm is called that.
 const AlgorithmEntry* findAlgorithm(std::string_view name);
-// "tree, oneshot, ring, hier, direct": for messages that list what LOOM_ALGO accepts.
+// "tree, oneshot, ring, hier, direct, peer-oneshot, peer": for messages that list what LOOM_ALGO accepts.
 std::string algorithmNames();
 
 }  // namespace loom

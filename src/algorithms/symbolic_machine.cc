@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <algorithm>
+#include <map>
 
 #include "algorithms/builders.h"
 
@@ -49,6 +50,22 @@ struct LaneState {
   size_t next = 0;
   bool queued = false;
   std::vector<int32_t> inQueue, outQueue;  // per step, -1 when the step does not use that direction
+  uint32_t channel = 0;
+  uint32_t epoch = 0;      // Meets passed (peer-memory plans)
+  uint32_t meets = 0;      // Meets the lane has in all
+  bool arrived = false;    // counted at the Meet it waits in
+};
+
+// Peer-memory plans: one access to a cell, by lane `lane` (global id) between its Meets `epoch` and
+// epoch + 1. Two accesses are ordered when one lane made both, or when lanes of one channel made them
+// in different epochs (every rank's lane of the channel passed the Meets in between).
+struct Access {
+  int32_t lane = -1;
+  uint32_t epoch = 0;
+};
+struct CellAccesses {
+  Access write;
+  std::vector<Access> reads;  // since the last write, the latest of each lane
 };
 
 bool needsIncoming(StepKind k) {
@@ -59,7 +76,11 @@ bool needsOutgoing(StepKind k) {
   return k == StepKind::Send || k == StepKind::RecvReduceSend || k == StepKind::RecvCopySend;
 }
 bool reduces(StepKind k) {
-  return k == StepKind::RecvReduce || k == StepKind::RecvReduceSend || k == StepKind::Reduce;
+  return k == StepKind::RecvReduce || k == StepKind::RecvReduceSend || k == StepKind::Reduce ||
+         k == StepKind::ReduceRanks;
+}
+bool namesPeerMemory(const Step& step) {
+  return step.kind == StepKind::Meet || step.kind == StepKind::ReduceRanks || !step.src.own() || !step.dst.own();
 }
 
 class Machine {
@@ -76,6 +97,10 @@ class Machine {
     for (size_t r = 0; r < plans_.size(); ++r) {
       writer_[r].assign(memory_[r].cells.size(), -1);
       reader_[r].assign(memory_[r].cells.size(), -1);
+    }
+    if (peerMemory_) {
+      accesses_.resize(plans_.size());
+      for (size_t r = 0; r < plans_.size(); ++r) accesses_[r].assign(memory_[r].cells.size(), CellAccesses{});
     }
     for (int id = static_cast<int>(lanes_.size()) - 1; id >= 0; --id) {
       ready_.push_back(id);
@@ -128,6 +153,7 @@ class Machine {
         const int id = static_cast<int>(lanes_.size());
         lanes_.push_back(LaneState{r, static_cast<int>(l), 0, false, {}, {}});
         LaneState& ls = lanes_.back();
+        ls.channel = lane.channel;
         ls.inQueue.reserve(lane.steps.size());
         ls.outQueue.reserve(lane.steps.size());
         if (lane.channel >= plan.nchannels)
@@ -136,6 +162,16 @@ class Machine {
         for (size_t s = 0; s < lane.steps.size(); ++s) {
           ls.next = s;
           const Step& step = lane.steps[s];
+          if (namesPeerMemory(step)) {
+            peerMemory_ = true;
+            LOOM_TRY(checkPeerStep(ls, step));
+            if (step.kind == StepKind::Meet) {
+              ++ls.meets;
+              ls.inQueue.push_back(-1);
+              ls.outQueue.push_back(-1);
+              continue;
+            }
+          }
           if (step.count == 0) return fail(ls, "empty step");
           if (reduces(step.kind) && !config_.reduction) return fail(ls, "reduces in a collective without reduction");
           if (step.finalize && (!config_.reduction || !(reduces(step.kind) || step.kind == StepKind::Copy)))
@@ -161,10 +197,49 @@ class Machine {
         }
         ls.next = 0;
       }
+      if (peerMemory_) {
+        for (size_t a = 0; a < plan.lanes.size(); ++a)
+          for (size_t b = a + 1; b < plan.lanes.size(); ++b)
+            if (plan.lanes[a].channel == plan.lanes[b].channel)
+              return internalError("{}: lanes {} and {} of a peer-memory plan share channel {} (a Meet is every "
+                                   "rank's lane of a channel)",
+                                   where, a, b, plan.lanes[a].channel);
+      }
       if (largest != plan.maxMessageElems)
         return internalError("{}: maxMessageElems is {} but the largest message has {} elements", where,
                              plan.maxMessageElems, largest);
     }
+    if (peerMemory_ && !queues_.empty())
+      return internalError("{} {}: plans that touch peers' memory exchange messages too; peer-memory plans have "
+                           "none (only Meets order them)",
+                           collectiveName(config_.coll), config_.layout);
+    return Status::Ok();
+  }
+
+  // The static rules of a step of a peer-memory plan.
+  Status checkPeerStep(const LaneState& ls, const Step& step) const {
+    const int n = config_.nranks;
+    auto rankOk = [&](const BufRef& ref, bool every) {
+      return !ref.valid() || ref.rank == kOwnRank || (every && ref.rank == kEveryRank) || (ref.rank >= 0 && ref.rank < n);
+    };
+    if (step.sendPeer != -1 || step.recvPeer != -1) return fail(ls, "a peer-memory step names a message's peer");
+    switch (step.kind) {
+      case StepKind::Meet:
+        if (step.src.valid() || step.dst.valid() || step.count != 0 || step.finalize)
+          return fail(ls, "a Meet moves no data (no src, dst, count or finalize)");
+        return Status::Ok();
+      case StepKind::ReduceRanks:
+        if (step.src.rank != kEveryRank) return fail(ls, "ReduceRanks reads every rank's source (src.rank kEveryRank)");
+        break;
+      case StepKind::Copy:
+      case StepKind::Reduce:
+        if (!step.src.own() && !rankOk(step.src, false)) return fail(ls, "source names rank {}", step.src.rank);
+        if (step.kind == StepKind::Reduce && !step.dst.own())
+          return fail(ls, "a Reduce's destination is its own rank's (dst = dst op src)");
+        break;
+      default: return fail(ls, "{} names a peer's memory; only Copy, Reduce and ReduceRanks may", stepKindName(step.kind));
+    }
+    if (!rankOk(step.dst, true)) return fail(ls, "destination names rank {}", step.dst.rank);
     return Status::Ok();
   }
 
@@ -201,6 +276,27 @@ class Machine {
   Status runLane(int id) {
     LaneState& ls = lanes_[id];
     while (ls.next < stepCount(ls)) {
+      if (peerMemory_) {
+        const Step& step = stepOf(ls);
+        if (step.kind == StepKind::Meet) {
+          int& arrived = meetArrivals_[{ls.channel, ls.epoch}];
+          if (!ls.arrived) {
+            ls.arrived = true;
+            if (++arrived == config_.nranks) {
+              for (size_t other = 0; other < lanes_.size(); ++other)
+                if (lanes_[other].channel == ls.channel && lanes_[other].arrived) wake(static_cast<int>(other));
+            }
+          }
+          if (arrived < config_.nranks) return Status::Ok();
+          ls.arrived = false;
+          ++ls.epoch;
+          ++ls.next;
+          continue;
+        }
+        LOOM_TRY(executePeer(id, ls));
+        ++ls.next;
+        continue;
+      }
       const int32_t in = ls.inQueue[ls.next];
       const int32_t out = ls.outQueue[ls.next];
       if (in >= 0 && queues_[in].size == 0) return Status::Ok();
@@ -353,6 +449,124 @@ class Machine {
     return Status::Ok();
   }
 
+  // ---- Peer-memory plans -------------------------------------------------------------------------
+
+  // Whether access a (made earlier) is ordered before b.
+  bool ordered(const Access& a, const Access& b) const {
+    return a.lane < 0 || a.lane == b.lane || (lanes_[a.lane].channel == lanes_[b.lane].channel && a.epoch < b.epoch);
+  }
+
+  std::string accessName(const Access& a) const {
+    const LaneState& ls = lanes_[a.lane];
+    return fmt::format("rank {} lane {} (between its Meets {} and {})", ls.rank, ls.lane, a.epoch, a.epoch + 1);
+  }
+
+  // The ranks a ref's count elements are at: its own, a peer, or every rank.
+  std::vector<int> targets(const LaneState& ls, const BufRef& ref) const {
+    if (ref.rank == kEveryRank) {
+      std::vector<int> all(config_.nranks);
+      for (int r = 0; r < config_.nranks; ++r) all[r] = r;
+      return all;
+    }
+    return {ref.own() ? ls.rank : ref.rank};
+  }
+
+  // Resolves ref on rank `rank` (the step's count elements), and checks that a lane touches a peer's
+  // memory only between its first and its last Meet (before, the peer's buffers may not be ready;
+  // after, the peer may have returned).
+  Status resolveOn(const LaneState& ls, int rank, const BufRef& ref, bool write, const char* role, uint64_t* cell) {
+    const Step& step = stepOf(ls);
+    const RankMemory& mem = memory_[rank];
+    if (!ref.valid()) return fail(ls, "has no {} buffer", role);
+    if (ref.buffer >= mem.buffers.size() || !mem.buffers[ref.buffer].present)
+      return fail(ls, "{} names buffer {}, which rank {} does not have", role, ref.buffer, rank);
+    const BufferSpec& spec = mem.buffers[ref.buffer];
+    if (ref.offset > spec.size || step.count > spec.size - ref.offset)
+      return fail(ls, "{} {}[{}..{}) of rank {} lies outside the buffer, which has {} element(s)", role, spec.name,
+                  ref.offset, ref.offset + step.count, rank, spec.size);
+    if (write && !spec.writable)
+      return fail(ls, "writes {}[{}..{}) of rank {}, which is read-only input", spec.name, ref.offset,
+                  ref.offset + step.count, rank);
+    if (rank != ls.rank && (ls.epoch == 0 || ls.epoch >= ls.meets))
+      return fail(ls, "touches rank {}'s {} {}", rank, spec.name,
+                  ls.epoch == 0 ? "before its lane's first Meet (its buffers may not be ready)"
+                                : "after its lane's last Meet (that rank may have returned)");
+    *cell = spec.base + ref.offset;
+    return Status::Ok();
+  }
+
+  Status peerRead(const LaneState& ls, int id, int rank, const BufRef& ref, uint64_t cell, uint64_t i, Value* value) {
+    CellAccesses& acc = accesses_[rank][cell + i];
+    const Access now{id, ls.epoch};
+    const std::string name = fmt::format("rank {}'s {}[{}]", rank, memory_[rank].buffers[ref.buffer].name, ref.offset + i);
+    if (!ordered(acc.write, now))
+      return fail(ls, "reads {}, which {} writes: no Meet orders the two", name, accessName(acc.write));
+    bool seen = false;
+    for (Access& a : acc.reads)
+      if (a.lane == id) {
+        a.epoch = ls.epoch;
+        seen = true;
+      }
+    if (!seen) acc.reads.push_back(now);
+    *value = memory_[rank].cells[cell + i];
+    if (!value->defined()) return fail(ls, "reads {} before anything was written to it", name);
+    return Status::Ok();
+  }
+
+  Status peerWrite(const LaneState& ls, int id, int rank, const BufRef& ref, uint64_t cell, uint64_t i, const Value& value) {
+    CellAccesses& acc = accesses_[rank][cell + i];
+    const Access now{id, ls.epoch};
+    const std::string name = fmt::format("rank {}'s {}[{}]", rank, memory_[rank].buffers[ref.buffer].name, ref.offset + i);
+    if (!ordered(acc.write, now))
+      return fail(ls, "writes {}, which {} also writes: no Meet orders the two", name, accessName(acc.write));
+    for (const Access& a : acc.reads)
+      if (!ordered(a, now)) return fail(ls, "writes {}, which {} reads: no Meet orders the two", name, accessName(a));
+    acc.write = now;
+    acc.reads.clear();
+    memory_[rank].cells[cell + i] = value;
+    return Status::Ok();
+  }
+
+  // A data step of a peer-memory plan (Copy, Reduce, ReduceRanks), element by element.
+  Status executePeer(int id, const LaneState& ls) {
+    const Step& step = stepOf(ls);
+    const uint64_t count = step.count;
+    const std::vector<int> from = targets(ls, step.src);
+    const std::vector<int> to = targets(ls, step.dst);
+    std::vector<uint64_t> src(from.size()), dst(to.size());
+    for (size_t k = 0; k < from.size(); ++k) LOOM_TRY(resolveOn(ls, from[k], step.src, false, "source", &src[k]));
+    for (size_t k = 0; k < to.size(); ++k) LOOM_TRY(resolveOn(ls, to[k], step.dst, true, "destination", &dst[k]));
+    for (size_t k = 0; k < to.size(); ++k)
+      for (size_t j = 0; j < from.size(); ++j)
+        if (from[j] == to[k]) {
+          LOOM_TRY(checkOverlap(ls, src[j], dst[k], count));
+          if (step.kind == StepKind::Reduce && src[j] == dst[k]) return fail(ls, "reduces elements with themselves");
+        }
+    for (uint64_t i = 0; i < count; ++i) {
+      Value value;
+      LOOM_TRY(peerRead(ls, id, from[0], step.src, src[0], i, &value));
+      if (step.kind == StepKind::ReduceRanks) {
+        // In rank order: the first source is rank 0's, then each next rank's joins.
+        for (size_t j = 1; j < from.size(); ++j) {
+          Value next;
+          LOOM_TRY(peerRead(ls, id, from[j], step.src, src[j], i, &next));
+          LOOM_TRY(combine(ls, next, value, i, &value));
+        }
+      } else if (step.kind == StepKind::Reduce) {
+        Value acc;
+        LOOM_TRY(peerRead(ls, id, to[0], step.dst, dst[0], i, &acc));
+        LOOM_TRY(combine(ls, acc, value, i, &value));
+      }
+      if (step.finalize) LOOM_TRY(finalize(ls, i, &value));
+      for (size_t k = 0; k < to.size(); ++k) {
+        // A copy onto itself (in place) changes nothing; the interpreter skips it.
+        if (step.kind == StepKind::Copy && !step.finalize && from[0] == to[k] && src[0] == dst[k]) continue;
+        LOOM_TRY(peerWrite(ls, id, to[k], step.dst, dst[k], i, value));
+      }
+    }
+    return Status::Ok();
+  }
+
   Status checkFinished() {
     int blocked = 0;
     const LaneState* first = nullptr;
@@ -363,6 +577,10 @@ class Machine {
     }
     if (first != nullptr) {
       const Step& step = stepOf(*first);
+      if (step.kind == StepKind::Meet)
+        return fail(*first, "deadlock: waits in Meet {} of channel {}, which not every rank's lane of that channel "
+                            "reaches; {} lane(s) cannot progress",
+                    first->epoch, first->channel, blocked);
       const int32_t in = first->inQueue[first->next];
       const std::string why = in >= 0 && queues_[in].size == 0
                                   ? fmt::format("waits for a message from rank {}", step.recvPeer)
@@ -392,6 +610,11 @@ class Machine {
   std::vector<int> ready_;
   // Per rank and cell: the lane that wrote it (-1: none) and the lane that read it (-1: none, -2: several).
   std::vector<std::vector<int32_t>> writer_, reader_;
+  // Peer-memory plans (a step names a Meet or another rank's memory): every access by lane and epoch
+  // instead, per rank and cell, and how many lanes arrived at each (channel, Meet).
+  bool peerMemory_ = false;
+  std::vector<std::vector<CellAccesses>> accesses_;
+  std::map<std::pair<uint32_t, uint32_t>, int> meetArrivals_;
 };
 
 }  // namespace

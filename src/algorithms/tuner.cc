@@ -105,6 +105,7 @@ void Tuner::planRequest(const TuneRequest& req, const TuneChoice& choice, int ra
   pr.nchannels = choice.nchannels;
   pr.rings = choice.rings;  // element by element: the vectors' capacity is kept
   pr.ranksPerNode = cost_.machine().ranksPerNode;
+  pr.peerMemory = cost_.machine().peerMemory;
 }
 
 Status Tuner::tune(const TuneRequest& req, uint64_t count, TuneChoice* choice) {

@@ -18,8 +18,19 @@ constexpr size_t kTableAlign = 16;
 size_t alignUp(size_t n) { return (n + kTableAlign - 1) / kTableAlign * kTableAlign; }
 
 struct Layout {
-  size_t lanes = 0, steps = 0, sends = 0, recvs = 0, total = 0;
+  size_t lanes = 0, steps = 0, sends = 0, recvs = 0, boards = 0, total = 0;
 };
+
+// Whether a step of `plan` is a peer-memory plan's (a Meet, or naming another rank's buffer).
+bool namesPeerMemory(const Step& s) {
+  return s.kind == StepKind::Meet || s.kind == StepKind::ReduceRanks || !s.src.own() || !s.dst.own();
+}
+bool isPeerMemoryPlan(const Plan& plan) {
+  for (const Lane& lane : plan.lanes)
+    for (const Step& s : lane.steps)
+      if (namesPeerMemory(s)) return true;
+  return false;
+}
 
 size_t stepCount(const Plan& plan) {
   size_t n = 0;
@@ -34,6 +45,10 @@ Layout layoutOf(const Plan& plan, const DevicePlanBindings& b) {
   l.sends = alignUp(l.steps + stepCount(plan) * sizeof(DeviceStep));
   l.recvs = alignUp(l.sends + b.sends.size() * sizeof(DeviceFifo));
   l.total = alignUp(l.recvs + b.recvs.size() * sizeof(DeviceFifo));
+  if (isPeerMemoryPlan(plan)) {
+    l.boards = l.total;
+    l.total = alignUp(l.boards + static_cast<size_t>(plan.nranks) * sizeof(DevicePeerBoard*));
+  }
   return l;
 }
 
@@ -46,6 +61,8 @@ DeviceStepKind deviceKind(StepKind kind) {
     case StepKind::RecvCopySend: return DeviceStepKind::RecvCopySend;
     case StepKind::Copy: return DeviceStepKind::Copy;
     case StepKind::Reduce: return DeviceStepKind::Reduce;
+    case StepKind::Meet: return DeviceStepKind::Meet;
+    case StepKind::ReduceRanks: return DeviceStepKind::ReduceRanks;
   }
   return DeviceStepKind::Copy;
 }
@@ -62,7 +79,9 @@ StepUse useOf(StepKind kind) {
     case StepKind::RecvReduceSend: return {true, true, true, false, true};
     case StepKind::RecvCopySend: return {true, true, false, false, true};
     case StepKind::Copy:
-    case StepKind::Reduce: return {false, false, true, true, false};
+    case StepKind::Reduce:
+    case StepKind::ReduceRanks: return {false, false, true, true, false};
+    case StepKind::Meet: return {false, false, false, false, false};
   }
   return {};
 }
@@ -78,6 +97,7 @@ class Encoder {
     const Step& s = lane.steps[stepIndex];
     where_ = fmt::format("lane {} step {} ({})", laneIndex, stepIndex, stepKindName(s.kind));
     const StepUse use = useOf(s.kind);
+    if (namesPeerMemory(s)) return peerStep(lane, s, out);
     if (s.count == 0) return invalidArgument("{}: empty step", where_);
     if (s.count > std::numeric_limits<uint64_t>::max() / elemSize_)
       return invalidArgument("{}: {} elements overflow a byte count", where_, s.count);
@@ -122,6 +142,64 @@ class Encoder {
   }
 
  private:
+  // A step of a peer-memory plan: a Meet, or a copy or reduction over ranks' buffers (the own ones
+  // checked against the bindings; a peer's are the peer's call's, seen at the first Meet).
+  Status peerStep(const Lane& lane, const Step& s, DeviceStep* out) {
+    if (b_.boards.size() != static_cast<size_t>(plan_.nranks))
+      return invalidArgument("{}: a peer-memory plan, but no boards are bound for its {} ranks (the ranks do not "
+                             "address each other's buffers)",
+                             where_, plan_.nranks);
+    if (plan_.nranks > kMaxPeerRanks)
+      return invalidArgument("{}: a peer-memory plan of {} ranks; at most {}", where_, plan_.nranks, kMaxPeerRanks);
+    if (b_.buffers.size() > kInlineBuffers)
+      return invalidArgument("{}: a peer-memory plan binds {} buffers; its board holds {}", where_, b_.buffers.size(),
+                             kInlineBuffers);
+    if (lane.channel >= b_.boardChannels)
+      return invalidArgument("{}: channel {}, but the boards have {}", where_, lane.channel, b_.boardChannels);
+    for (int q = 0; q < plan_.nranks; ++q)
+      if (!b_.boards[static_cast<size_t>(q)]) return invalidArgument("{}: no board bound for rank {}", where_, q);
+    out->kind = deviceKind(s.kind);
+    out->finalize = s.finalize ? 1 : 0;
+    out->count = s.count;
+    if (s.sendPeer != -1 || s.recvPeer != -1) return invalidArgument("{}: a peer-memory step names a message's peer", where_);
+    if (s.kind == StepKind::Meet) {
+      if (s.src.valid() || s.dst.valid() || s.count != 0) return invalidArgument("{}: a Meet moves no data", where_);
+      return Status::Ok();
+    }
+    if (s.count == 0) return invalidArgument("{}: empty step", where_);
+    if (s.count > std::numeric_limits<uint64_t>::max() / elemSize_)
+      return invalidArgument("{}: {} elements overflow a byte count", where_, s.count);
+    const uint64_t bytes = s.count * elemSize_;
+    auto rankOf = [&](const BufRef& ref, bool every, int8_t* rank) -> Status {
+      if (ref.rank == kOwnRank || (ref.rank >= 0 && ref.rank < plan_.nranks) || (every && ref.rank == kEveryRank)) {
+        *rank = static_cast<int8_t>(ref.rank);
+        return Status::Ok();
+      }
+      return invalidArgument("{}: names rank {} of {}", where_, ref.rank, plan_.nranks);
+    };
+    if (s.kind == StepKind::ReduceRanks && s.src.rank != kEveryRank)
+      return invalidArgument("{}: ReduceRanks reads every rank's source", where_);
+    if (s.kind == StepKind::Reduce) return invalidArgument("{}: a Reduce over a peer's buffer", where_);
+    LOOM_TRY(rankOf(s.src, s.kind == StepKind::ReduceRanks, &out->srcRank));
+    LOOM_TRY(rankOf(s.dst, true, &out->dstRank));
+    for (const BufRef* ref : {&s.src, &s.dst}) {
+      if (!ref->valid() || ref->buffer >= kInlineBuffers)
+        return invalidArgument("{}: buffer {} is not one a board carries", where_, ref->buffer);
+      if (ref->offset > (std::numeric_limits<uint64_t>::max() - bytes) / elemSize_)
+        return invalidArgument("{}: offset {} overflows", where_, ref->offset);
+    }
+    // This rank's own part must be bound, as any step's (a peer's is checked by the peer's encoder).
+    const char* at = nullptr;
+    if (s.src.own() || s.src.rank == plan_.rank || s.src.rank == kEveryRank) LOOM_TRY(buffer(s.src, bytes, "source", &at));
+    if (s.dst.own() || s.dst.rank == plan_.rank || s.dst.rank == kEveryRank) LOOM_TRY(buffer(s.dst, bytes, "destination", &at));
+    out->srcBuffer = s.src.buffer;
+    out->srcOffset = s.src.offset;
+    out->dstBuffer = s.dst.buffer;
+    out->dstOffset = s.dst.offset;
+    out->hasDst = 1;
+    return Status::Ok();
+  }
+
   Status fifo(uint32_t laneIndex, int32_t peer, uint32_t channel, uint64_t bytes, bool send, int32_t* index) {
     const char* dir = send ? "send to" : "receive from";
     if (peer < 0 || peer >= plan_.nranks || peer == plan_.rank)
@@ -268,6 +346,11 @@ Status encodeDevicePlan(const Plan& plan, const DevicePlanBindings& b, std::span
   h.sendFifoOffset = l.sends;
   h.recvFifoOffset = l.recvs;
   h.totalBytes = l.total;
+  if (l.boards != 0) {
+    h.boardOffset = l.boards;
+    h.boardChannels = b.boardChannels;
+    h.boardScope = b.boardScope;
+  }
 
   std::byte* base = out.data();
   std::memset(base, 0, l.total);
@@ -276,6 +359,7 @@ Status encodeDevicePlan(const Plan& plan, const DevicePlanBindings& b, std::span
   if (!steps.empty()) std::memcpy(base + l.steps, steps.data(), steps.size() * sizeof(DeviceStep));
   std::memcpy(base + l.sends, b.sends.data(), b.sends.size() * sizeof(DeviceFifo));
   std::memcpy(base + l.recvs, b.recvs.data(), b.recvs.size() * sizeof(DeviceFifo));
+  if (l.boards != 0) std::memcpy(base + l.boards, b.boards.data(), b.boards.size() * sizeof(DevicePeerBoard*));
   shape->lanes = h.nlanes;
   shape->bytes = l.total;
   return Status::Ok();

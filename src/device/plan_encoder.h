@@ -57,6 +57,12 @@ struct DevicePlanBindings {
   uint64_t lowLatencyBytes = 0;
   // Every lane times the parts of its steps into its status (DeviceLaneProfile; LOOM_DEVICE_PROFILE).
   bool profile = false;
+  // Peer-memory plans (Meet and steps naming another rank's buffers): by rank, its boards
+  // (cuda::DevicePeerBoard[boardChannels]) as this rank sees them, coherent at boardScope. Empty: such
+  // plans are refused.
+  std::span<cuda::DevicePeerBoard* const> boards;
+  uint32_t boardChannels = 0;
+  cuda::FifoScope boardScope = cuda::FifoScope::System;
 };
 
 // Bytes the encoding of `plan` with these bindings takes.

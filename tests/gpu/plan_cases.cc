@@ -91,11 +91,12 @@ constexpr Op kOps[] = {Op::Sum, Op::Max, Op::Avg, Op::PreMulSum};
 std::vector<Algorithm> algorithmsFor(Collective coll) {
   switch (coll) {
     case Collective::AllReduce:
-      return {Algorithm::Ring, Algorithm::Tree, Algorithm::Direct, Algorithm::OneShot, Algorithm::Hierarchical};
-    case Collective::Reduce:
-    case Collective::Broadcast: return {Algorithm::Ring, Algorithm::Tree, Algorithm::Direct};
+      return {Algorithm::Ring,         Algorithm::Tree,        Algorithm::Direct,    Algorithm::OneShot,
+              Algorithm::Hierarchical, Algorithm::PeerOneShot, Algorithm::PeerMemory};
+    case Collective::Reduce: return {Algorithm::Ring, Algorithm::Tree, Algorithm::Direct};
+    case Collective::Broadcast: return {Algorithm::Ring, Algorithm::Tree, Algorithm::Direct, Algorithm::PeerMemory};
     case Collective::ReduceScatter:
-    case Collective::AllGather: return {Algorithm::Ring, Algorithm::Direct};
+    case Collective::AllGather: return {Algorithm::Ring, Algorithm::Direct, Algorithm::PeerMemory};
     default: return {Algorithm::Direct};
   }
 }
@@ -147,6 +148,8 @@ loom::PlanRequest requestFor(const Case& c, int rank) {
     req.rings = {forward, std::vector<int>(forward.rbegin(), forward.rend())};
   }
   if (c.algo == Algorithm::Hierarchical) req.ranksPerNode = 2;
+  // Rank threads of one process (the emulation's ranks share its memory): peer-memory plans apply.
+  req.peerMemory = c.algo == Algorithm::PeerOneShot || c.algo == Algorithm::PeerMemory;
   return req;
 }
 
@@ -242,7 +245,8 @@ std::vector<Case> matrixFor(Collective coll) {
   std::vector<Case> cases;
   for (Algorithm algo : algorithmsFor(coll))
     for (int n : {1, 2, 3, 4, 8}) {
-      if (n == 8 && !(coll == Collective::AllReduce && algo == Algorithm::Ring)) continue;
+      const bool peerMemory = algo == Algorithm::PeerOneShot || algo == Algorithm::PeerMemory;
+      if (n == 8 && !(coll == Collective::AllReduce && (algo == Algorithm::Ring || peerMemory))) continue;
       for (uint64_t count : kCounts)
         for (loomDataType_t dtype : kDtypes)
           for (Op op : kOps) {

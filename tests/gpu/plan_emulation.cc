@@ -32,6 +32,11 @@ void GuardedBlock::copyFrom(const GuardedBlock& other) { std::memcpy(raw_.get(),
 
 HostFifoMesh::HostFifoMesh(int nranks, uint32_t nchannels, uint32_t nslots, size_t slotBytes, bool directPosts)
     : nranks_(nranks), nchannels_(nchannels) {
+  boards_.resize(static_cast<size_t>(nranks));
+  for (auto& b : boards_) {
+    b.resize(nchannels);
+    boardTable_.push_back(b.data());
+  }
   fifos_.resize(static_cast<size_t>(nranks) * nranks * nchannels);
   for (int from = 0; from < nranks; ++from)
     for (int to = 0; to < nranks; ++to)
@@ -64,6 +69,7 @@ const HostFifoMesh::Fifo* HostFifoMesh::fifo(int from, int to, uint32_t channel)
 }
 
 void HostFifoMesh::setScope(loom::cuda::FifoScope scope) {
+  scope_ = scope;
   for (auto& f : fifos_)
     if (f) f->view.scope = scope;
 }
@@ -112,6 +118,9 @@ struct BoundPlan {
     bindings.timeoutNs = options.timeoutNs;
     bindings.lowLatencyBytes = options.lowLatencyBytes;
     bindings.profile = options.profile;
+    bindings.boards = mesh.boards();
+    bindings.boardChannels = mesh.nchannels();
+    bindings.boardScope = mesh.scope();
   }
   BoundPlan(const BoundPlan&) = delete;
   BoundPlan& operator=(const BoundPlan&) = delete;
@@ -258,17 +267,67 @@ loom::Status runReference(const std::vector<RankRun>& ranks, loomDataType_t dtyp
   const size_t es = loom::dataTypeSize(dtype);
   std::map<std::tuple<int, int, uint32_t>, std::deque<std::vector<char>>> queues;  // (from, to, channel)
   std::vector<std::vector<size_t>> next(ranks.size());
-  for (size_t r = 0; r < ranks.size(); ++r) next[r].assign(ranks[r].plan->lanes.size(), 0);
+  // Peer-memory plans: the Meets each lane reached; a lane passes its k-th once every rank's lane of
+  // its channel reached k.
+  std::vector<std::vector<uint32_t>> meets(ranks.size());
+  std::vector<std::vector<bool>> waiting(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    next[r].assign(ranks[r].plan->lanes.size(), 0);
+    meets[r].assign(ranks[r].plan->lanes.size(), 0);
+    waiting[r].assign(ranks[r].plan->lanes.size(), false);
+  }
+  const int n = static_cast<int>(ranks.size());
+  auto everyRankMet = [&](uint32_t channel, uint32_t k) {
+    for (size_t q = 0; q < ranks.size(); ++q) {
+      bool found = false;
+      for (size_t l = 0; l < ranks[q].plan->lanes.size(); ++l)
+        if (ranks[q].plan->lanes[l].channel == channel) found = meets[q][l] >= k;
+      if (!found) return false;
+    }
+    return true;
+  };
   for (;;) {
     bool progressed = false, done = true;
     for (size_t r = 0; r < ranks.size(); ++r) {
       const loom::Plan& plan = *ranks[r].plan;
-      auto at = [&](const loom::BufRef& ref) { return ranks[r].buffers[ref.buffer] + ref.offset * es; };
+      auto on = [&](int rank, const loom::BufRef& ref) { return ranks[rank].buffers[ref.buffer] + ref.offset * es; };
+      auto at = [&](const loom::BufRef& ref) { return on(ref.own() ? plan.rank : ref.rank, ref); };
+      // The ranks a ref names (own, one, or every rank in rank order).
+      auto ranksOf = [&](const loom::BufRef& ref) {
+        std::vector<int> out;
+        if (ref.rank == loom::kEveryRank)
+          for (int q = 0; q < n; ++q) out.push_back(q);
+        else
+          out.push_back(ref.own() ? plan.rank : ref.rank);
+        return out;
+      };
       for (size_t l = 0; l < plan.lanes.size(); ++l) {
         const loom::Lane& lane = plan.lanes[l];
         for (; next[r][l] < lane.steps.size(); ++next[r][l], progressed = true) {
           const loom::Step& s = lane.steps[next[r][l]];
           const size_t bytes = s.count * es;
+          if (s.kind == StepKind::Meet) {
+            if (!waiting[r][l]) {  // reached now; it stays reached while it waits
+              ++meets[r][l];
+              waiting[r][l] = true;
+              progressed = true;
+            }
+            if (!everyRankMet(lane.channel, meets[r][l])) break;
+            waiting[r][l] = false;
+            continue;
+          }
+          if (s.kind == StepKind::ReduceRanks || !s.src.own() || !s.dst.own()) {
+            // One-shot's order: rank 0's source, then each next rank's reduced in (finalizing with the last).
+            const std::vector<int> from = ranksOf(s.src);
+            std::vector<char> acc(on(from[0], s.src), on(from[0], s.src) + bytes);
+            if (from.size() == 1 && s.finalize)
+              loom::copyArray(acc.data(), on(from[0], s.src), s.count, dtype, op, true);
+            for (size_t j = 1; j < from.size(); ++j)
+              loom::reduceArrays(acc.data(), acc.data(), on(from[j], s.src), s.count, dtype, op,
+                                 s.finalize && j + 1 == from.size());
+            for (int q : ranksOf(s.dst)) std::memcpy(on(q, s.dst), acc.data(), bytes);
+            continue;
+          }
           std::deque<std::vector<char>>* in = nullptr;
           if (s.recvPeer >= 0) {
             in = &queues[{s.recvPeer, plan.rank, lane.channel}];
@@ -305,6 +364,8 @@ loom::Status runReference(const std::vector<RankRun>& ranks, loomDataType_t dtyp
               else if (at(s.dst) != at(s.src))
                 std::memmove(at(s.dst), at(s.src), bytes);
               break;
+            case StepKind::Meet:
+            case StepKind::ReduceRanks: break;  // above
           }
           if (in) in->pop_front();
         }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -54,6 +55,10 @@ class HostFifoMesh {
   std::vector<loom::cuda::DeviceFifo> recvs(int rank) const;
   // The FIFO from `from` to `to` on `channel`, to look into its slots and size words after a run.
   loom::cuda::DeviceFifo view(int from, int to, uint32_t channel) const;
+  // Every rank's boards of peer-memory plans (one per channel), by rank, as the encoder binds them:
+  // host memory of one process, so every rank sees every board at the same address.
+  std::span<loom::cuda::DevicePeerBoard* const> boards() const { return boardTable_; }
+  loom::cuda::FifoScope scope() const { return scope_; }
   // The scope every FIFO says its counters need (device_plan_layout.h; the host ignores it, and the
   // tests count the releases made at each).
   void setScope(loom::cuda::FifoScope scope);
@@ -70,6 +75,9 @@ class HostFifoMesh {
   const Fifo* fifo(int from, int to, uint32_t channel) const;
   int nranks_;
   uint32_t nchannels_;
+  loom::cuda::FifoScope scope_ = loom::cuda::FifoScope::System;
+  std::vector<std::vector<loom::cuda::DevicePeerBoard>> boards_;  // by rank, by channel
+  std::vector<loom::cuda::DevicePeerBoard*> boardTable_;
   std::vector<std::unique_ptr<Fifo>> fifos_;  // [(from * nranks + to) * nchannels + channel]; null on the diagonal
 };
 

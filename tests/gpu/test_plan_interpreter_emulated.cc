@@ -43,7 +43,9 @@ TEST(PlanInterpreter, RandomFloatsMatchTheReferenceRunBitForBit) {
   const std::pair<Collective, Algorithm> shapes[] = {
       {Collective::AllReduce, Algorithm::Ring},     {Collective::AllReduce, Algorithm::Tree},
       {Collective::AllReduce, Algorithm::Direct},   {Collective::AllReduce, Algorithm::OneShot},
-      {Collective::ReduceScatter, Algorithm::Ring}, {Collective::Reduce, Algorithm::Tree}};
+      {Collective::ReduceScatter, Algorithm::Ring}, {Collective::Reduce, Algorithm::Tree},
+      {Collective::AllReduce, Algorithm::PeerOneShot}, {Collective::AllReduce, Algorithm::PeerMemory},
+      {Collective::ReduceScatter, Algorithm::PeerMemory}};
   for (auto [coll, algo] : shapes)
     for (loomDataType_t dtype : {loomFloat32, loomBfloat16, loomFloat16})
       for (Op op : {Op::Sum, Op::Avg})

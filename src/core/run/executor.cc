@@ -171,6 +171,11 @@ Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s,
     case StepKind::Reduce:  // local: dst holds the running total and comes first (one-shot's bitwise order)
       reduceArrays(at(bp, s.dst), at(bp, s.dst), at(bp, s.src), s.count, bp.dtype, bp.op, s.finalize);
       break;
+    case StepKind::Meet:
+    case StepKind::ReduceRanks:
+      // The tuner offers peer-memory plans for device plan kernels only (PlanRequest::peerMemory).
+      return internalError("{}: a peer-memory step ({}) on the host path; such plans run as device plan kernels",
+                           describePlan(bp), stepKindName(s.kind));
     case StepKind::Copy: {
       char* dst = at(bp, s.dst);
       const char* src = at(bp, s.src);

@@ -112,7 +112,23 @@ struct DeviceLaneStatus {
 
 inline constexpr uint32_t kNoDeviceBuffer = 0xffffffffu;  // == algorithms/plan.h's kNoBuffer
 
-enum class DeviceStepKind : uint8_t { Send, Recv, RecvReduce, RecvReduceSend, RecvCopySend, Copy, Reduce };
+// Meet and ReduceRanks: peer-memory plans (algorithms/plan.h), below.
+enum class DeviceStepKind : uint8_t { Send, Recv, RecvReduce, RecvReduceSend, RecvCopySend, Copy, Reduce, Meet, ReduceRanks };
+
+// Peer-memory plans (ranks that address each other's buffers: rank threads of one process on one GPU)
+// move no messages: a step reads a peer's buffer or writes into it, at addresses the peer made known at
+// its lane's first Meet. Each rank has a board per channel in its own memory (its FIFO block), which
+// its peers read: how many Meets its lane of that channel arrived at, and its call's buffers. A Meet
+// releases this rank's count and waits until every peer's has reached it; the first one of a plan also
+// reads every peer's buffers (written before that count, so seen once it is). A board is overwritten at
+// a rank's next plan's first Meet, which no rank reaches before every rank passed this plan's last.
+struct alignas(128) DevicePeerBoard {
+  uint64_t meets = 0;                       // only grows; its release publishes `buffers`
+  uint64_t buffers[4] = {};                 // the call's send, recv, scratch (kInlineBuffers), as addresses
+};
+inline constexpr int32_t kMaxPeerRanks = 8;      // == algorithms/plan.h's kMaxPeerMemoryRanks
+inline constexpr int8_t kStepOwnRank = -1;       // a DeviceStep's srcRank/dstRank: == plan.h's kOwnRank
+inline constexpr int8_t kStepEveryRank = -3;     // == kEveryRank
 
 struct DeviceLane {
   uint32_t channel = 0;
@@ -134,7 +150,8 @@ struct DeviceStep {
   int32_t recvFifo = -1;  // index into the receive FIFO table, or -1
   uint32_t srcBuffer = kNoDeviceBuffer;
   uint32_t dstBuffer = kNoDeviceBuffer;
-  uint16_t reserved2 = 0;
+  int8_t srcRank = kStepOwnRank;  // whose buffer src is (peer-memory plans): own, a rank, or every rank's
+  int8_t dstRank = kStepOwnRank;  // whose dst is: own, a rank, or every rank's
   uint64_t srcOffset = 0;  // elements
   uint64_t dstOffset = 0;  // elements
   uint64_t count = 0;      // elements
@@ -158,6 +175,11 @@ struct DevicePlanHeader {
   uint32_t* abort = nullptr;  // non-zero: stop waiting (null: no abort word)
   uint64_t laneOffset = 0, stepOffset = 0, sendFifoOffset = 0, recvFifoOffset = 0;
   uint64_t totalBytes = 0;
+  // Peer-memory plans: nranks pointers to each rank's boards (DevicePeerBoard[boardChannels], as this
+  // rank sees them) at boardOffset, coherent at boardScope; boardOffset 0: none (no Meet in the plan).
+  uint64_t boardOffset = 0;
+  uint32_t boardChannels = 0;
+  FifoScope boardScope = FifoScope::System;
 };
 
 // What one call of an encoded plan binds: its buffers, its operator (a PreMulSum or an average carries

@@ -37,6 +37,7 @@
 
 #include "kernels/cuda/device_plan_layout.h"
 #include "kernels/cuda/element_ops.cuh"
+#include "kernels/cuda/rank_pass.cuh"
 
 #if defined(__CUDACC__)
 // One copy of the elementwise loops per element type, called from every step kind, instead of one
@@ -90,6 +91,11 @@ struct LaneShared {
   DeviceLaneProfile profile;
   uint64_t profileClock, profileStart;
   uint32_t* waitingOnWord;  // this lane's DeviceLaneStatus::waitingOn (worker 0 writes it)
+  // Peer-memory plans: the Meets this lane passed in this plan, every rank's buffers (read at the
+  // first; this rank's own too), and the pass worker 0 set up for the step's workers.
+  uint32_t meetsPassed;
+  char* rankBuffers[kMaxPeerRanks][kInlineBuffers];
+  RankPassArgs pass;
 };
 
 // Worker 0 of a profiled lane: the time since its last reading goes to `part`.
@@ -123,6 +129,10 @@ class DevicePlanView {
   }
   LOOM_HD const DeviceFifo& recvFifo(int32_t i) const {
     return reinterpret_cast<const DeviceFifo*>(base_ + h_->recvFifoOffset)[i];
+  }
+  // Rank `rank`'s board of `channel` (peer-memory plans), where this rank sees it.
+  LOOM_HD DevicePeerBoard* board(int32_t rank, uint32_t channel) const {
+    return reinterpret_cast<DevicePeerBoard* const*>(base_ + h_->boardOffset)[rank] + channel;
   }
 
  private:
@@ -314,6 +324,73 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
   return DeviceLaneOutcome::Done;
 }
 
+// Worker 0 at a Meet of a peer-memory plan: counts this lane's arrival on its board (the first Meet of
+// the plan publishes the call's buffers with it), waits until every peer's lane of the channel arrived
+// as often, and at the first Meet reads every peer's buffers. A wait that fails names the peer.
+template <class P>
+LOOM_HD DeviceLaneOutcome meetPeers(P& p, const DevicePlanView& plan, uint32_t channel, LaneShared& sh, StepClaim& claim) {
+  const DevicePlanHeader& h = plan.header();
+  const FifoScope scope = h.boardScope;
+  const bool first = sh.meetsPassed == 0;
+  DevicePeerBoard* mine = plan.board(h.rank, channel);
+  if (first) {
+    for (uint32_t b = 0; b < kInlineBuffers; ++b) {
+      sh.rankBuffers[h.rank][b] = plan.call().buffers[b];
+      p.storeRelaxed(&mine->buffers[b], static_cast<uint64_t>(reinterpret_cast<uintptr_t>(plan.call().buffers[b])), scope);
+    }
+  }
+  const uint64_t arrivals = p.loadRelaxed(&mine->meets, scope) + 1;  // this lane alone writes it
+  p.storeRelease(&mine->meets, arrivals, scope);
+  for (int32_t q = 0; q < h.nranks; ++q) {
+    if (q == h.rank) continue;
+    DevicePeerBoard* theirs = plan.board(q, channel);
+    uint64_t seen = 0;
+    const DeviceLaneOutcome o = waitAtLeast(p, h, &theirs->meets, scope, arrivals, &seen, WaitNote{sh.waitingOnWord, q});
+    if (o != DeviceLaneOutcome::Done) {
+      claim.peer = q;
+      return o;
+    }
+    if (first)
+      for (uint32_t b = 0; b < kInlineBuffers; ++b)
+        sh.rankBuffers[q][b] = reinterpret_cast<char*>(static_cast<uintptr_t>(p.loadRelaxed(&theirs->buffers[b], scope)));
+  }
+  ++sh.meetsPassed;
+  return DeviceLaneOutcome::Done;
+}
+
+// Worker 0, before a peer-memory data step (ReduceRanks, or a Copy naming a peer's buffer): the pass's
+// sources and destinations (every rank's in rank order where the step says so). A copy's destination
+// that is its source (in place, no post-operation) is left out.
+LOOM_HD void preparePeerPass(const DevicePlanView& plan, const DeviceStep& s, LaneShared& sh) {
+  const DevicePlanHeader& h = plan.header();
+  RankPassArgs& a = sh.pass;
+  auto at = [&](int32_t rank, uint32_t buffer, uint64_t offset) -> char* {
+    return sh.rankBuffers[rank][buffer] + offset * h.elemSize;
+  };
+  auto rankOf = [&](int8_t r) { return r == kStepOwnRank ? h.rank : static_cast<int32_t>(r); };
+  a.nsrc = 0;
+  if (s.srcRank == kStepEveryRank) {
+    for (int32_t q = 0; q < h.nranks; ++q) a.src[a.nsrc++] = at(q, s.srcBuffer, s.srcOffset);
+  } else {
+    a.src[a.nsrc++] = at(rankOf(s.srcRank), s.srcBuffer, s.srcOffset);
+  }
+  const bool plainCopy = s.kind == DeviceStepKind::Copy && !(s.finalize && plan.op().post != PostOpKind::None);
+  a.ndst = 0;
+  auto addDst = [&](char* d) {
+    if (!(plainCopy && d == a.src[0])) a.dst[a.ndst++] = d;
+  };
+  if (s.dstRank == kStepEveryRank) {
+    for (int32_t q = 0; q < h.nranks; ++q) addDst(at(q, s.dstBuffer, s.dstOffset));
+  } else {
+    addDst(at(rankOf(s.dstRank), s.dstBuffer, s.dstOffset));
+  }
+  planRankPass(&a, plan.op(), s.finalize != 0, s.count, h.elemSize);
+}
+
+LOOM_HD bool namesPeerMemory(const DeviceStep& s) {
+  return s.kind == DeviceStepKind::ReduceRanks || s.srcRank != kStepOwnRank || s.dstRank != kStepOwnRank;
+}
+
 // The flag of low-latency words of message `seq` (never 0: the slots start zeroed).
 LOOM_HD uint32_t lowLatencyFlag(uint64_t seq) { return static_cast<uint32_t>(seq + 1) == 0 ? 1u : static_cast<uint32_t>(seq + 1); }
 
@@ -412,9 +489,15 @@ LOOM_HD void publishStep(P& p, const DevicePlanView& plan, const DeviceStep& s, 
 // slot or the receiver's posted destination; `in`: the incoming slot, or null when the message came
 // directly into dst.
 template <class E, class P>
-LOOM_HD void moveData(P& p, const DevicePlanView& plan, const DeviceStep& s, char* out, const char* in) {
+LOOM_HD void moveData(P& p, const DevicePlanView& plan, const DeviceStep& s, char* out, const char* in,
+                      const LaneShared& sh) {
   const ReduceOp& op = plan.op();
   const uint32_t w = p.worker(), nw = p.workers();
+  if (s.kind == DeviceStepKind::Meet) return;
+  if (namesPeerMemory(s)) {  // worker 0 set the pass up (preparePeerPass)
+    if (sh.pass.ndst > 0) rankPassThread<E, kPlanUnroll>(sh.pass, w, nw);
+    return;
+  }
   const bool fin = s.finalize != 0;
   char* dst = s.hasDst ? plan.at(s.dstBuffer, s.dstOffset) : nullptr;
   const char* src = s.srcBuffer != kNoDeviceBuffer ? plan.at(s.srcBuffer, s.srcOffset) : nullptr;
@@ -455,6 +538,8 @@ LOOM_HD void moveData(P& p, const DevicePlanView& plan, const DeviceStep& s, cha
     case DeviceStepKind::Reduce:  // dst holds the running total and comes first (one-shot's bitwise order)
       elementwisePass<E>(dst, dst, src, s.count, op, fin, w, nw);
       break;
+    case DeviceStepKind::Meet:
+    case DeviceStepKind::ReduceRanks: break;  // above
   }
 }
 
@@ -472,6 +557,7 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
   if (p.worker() == 0) {
     seen.forget();
     sh.waitingOnWord = &call.laneStatus[laneIndex].waitingOn;
+    sh.meetsPassed = 0;
   }
   // LOOM_DEVICE_PROFILE: worker 0 reads the clock around each part of a step (DeviceLaneProfile).
   const bool profile = h.profile != 0 && p.worker() == 0;
@@ -487,7 +573,15 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
     const uint64_t bytes = s.count * h.elemSize;
     if (p.worker() == 0) {
       claim = StepClaim{};
-      sh.outcome = static_cast<uint32_t>(claimSlots(p, plan, s, bytes, sh, claim, seen));
+      DeviceLaneOutcome o = DeviceLaneOutcome::Done;
+      if (s.kind == DeviceStepKind::Meet) {
+        o = meetPeers(p, plan, lane.channel, sh, claim);
+      } else if (namesPeerMemory(s)) {
+        preparePeerPass(plan, s, sh);
+      } else {
+        o = claimSlots(p, plan, s, bytes, sh, claim, seen);
+      }
+      sh.outcome = static_cast<uint32_t>(o);
       if (profile) profileMark(p, sh, &sh.profile.waitNs);
     }
     p.barrier();
@@ -503,7 +597,7 @@ LOOM_HD void runLane(const void* encoded, const DevicePlanCall& call, uint32_t l
         break;
       }
     }
-    moveData<E>(p, plan, s, sh.sendSlot, sh.recvSlot);
+    moveData<E>(p, plan, s, sh.sendSlot, sh.recvSlot, sh);
     p.barrier();
     if (s.sendLowLatency) sendLowLatency(p, plan, s, bytes, sendSeq, sh);
     if (p.worker() == 0) {

@@ -79,7 +79,7 @@ TEST(AlgorithmRules, MalformedOnesNameTheBadPiece) {
     const char* says;
   };
   for (const Case& c : {
-           Case{"rings", "unknown algorithm 'rings' (one of tree, oneshot, ring, hier, direct)"},
+           Case{"rings", "unknown algorithm 'rings' (one of tree, oneshot, ring, hier, direct, peer-oneshot, peer)"},
            Case{"allreduce:0-64K:oneshtt", "rule 'allreduce:0-64K:oneshtt': unknown algorithm 'oneshtt'"},
            Case{"allreduse:ring", "rule 'allreduse:ring': 'allreduse' is not a collective (allreduce, allgather"},
            Case{"allreduse:0-1K:ring", "'allreduse' is not a collective"},

@@ -80,34 +80,37 @@ TEST(Registry, ServesAgreesWithTheBuilder) {
             for (uint64_t chunk : {1, 8, 512}) {
               for (int channels : {1, 3}) {
                 for (int rank : {0, n - 1}) {
-                  PlanRequest req;
-                  req.coll = coll;
-                  req.nranks = n;
-                  req.rank = rank;
-                  req.root = n - 1 - rank;
-                  req.count = count;
-                  req.elemSize = 4;
-                  req.chunkElems = chunk;
-                  req.nchannels = channels;
-                  req.ranksPerNode = rpn;
-                  Plan plan;
-                  const Status built = entry.build(req, &plan);
-                  ASSERT_EQ(entry.serves(req), built.ok())
-                      << collectiveName(coll) << " n " << n << " rpn " << rpn << " count " << count << " chunk "
-                      << chunk << " channels " << channels << " rank " << rank << ": " << built.message();
-                  if (!built.ok()) {
-                    EXPECT_EQ(built.code(), loomInvalidArgument) << built.message();
-                    EXPECT_NE(built.message().find(entry.name), std::string::npos)
-                        << "a refusal names its algorithm: " << built.message();
-                  }
-                  if (entry.tried(req)) {
-                    EXPECT_TRUE(built.ok()) << "tried where it cannot build";
-                  }
-                  if (built.ok()) {
-                    ++served;
-                    servedCollectives.insert(coll);
-                  } else {
-                    ++refused;
+                  for (bool peerMemory : {false, true}) {
+                    PlanRequest req;
+                    req.peerMemory = peerMemory;
+                    req.coll = coll;
+                    req.nranks = n;
+                    req.rank = rank;
+                    req.root = n - 1 - rank;
+                    req.count = count;
+                    req.elemSize = 4;
+                    req.chunkElems = chunk;
+                    req.nchannels = channels;
+                    req.ranksPerNode = rpn;
+                    Plan plan;
+                    const Status built = entry.build(req, &plan);
+                    ASSERT_EQ(entry.serves(req), built.ok())
+                        << collectiveName(coll) << " n " << n << " rpn " << rpn << " count " << count << " chunk "
+                        << chunk << " channels " << channels << " rank " << rank << ": " << built.message();
+                    if (!built.ok()) {
+                      EXPECT_EQ(built.code(), loomInvalidArgument) << built.message();
+                      EXPECT_NE(built.message().find(entry.name), std::string::npos)
+                          << "a refusal names its algorithm: " << built.message();
+                    }
+                    if (entry.tried(req)) {
+                      EXPECT_TRUE(built.ok()) << "tried where it cannot build";
+                    }
+                    if (built.ok()) {
+                      ++served;
+                      servedCollectives.insert(coll);
+                    } else {
+                      ++refused;
+                    }
                   }
                 }
               }
