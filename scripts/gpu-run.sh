@@ -127,6 +127,10 @@ for step in "${steps[@]}"; do
         LOOM_TEST_GPU_MODE=plans LOOM_DEVICE_PLANS=require
       gtest_item plans-profile 10 60 20 "$bin/${binary[tests]}" 'DeviceProfile.*' \
         LOOM_TEST_GPU_MODE=plans LOOM_DEVICE_PLANS=require
+      # The suite above takes peer-memory plans where the tuner does; the FIFO plans they replace, again.
+      gtest_item plans-fifo 20 150 30 "$bin/${binary[tests]}" \
+        'Ranks/DeviceCollectives.AllReduce/*:Ranks/DeviceCollectives.AllGather/*:Ranks/DeviceCollectives.ReduceScatter/*:Ranks/DeviceCollectives.Broadcast/*' \
+        LOOM_TEST_GPU_MODE=plans LOOM_DEVICE_PLANS=require LOOM_DEVICE_PEER_MEMORY=0
       ;;
     staged)
       ensure_binaries || continue

@@ -105,6 +105,10 @@ step_sweep() {
   [ "${LOOM_GPU_DRY_RUN:-0}" = 1 ] && sizes=(-b 64K -e 256K -f 4 -n "$iters" -w 1 -c 0) profiled=(-b 64K -e 256K -f 4)
   LOOM_DEVICE_PLANS=require LOOM_DEVICE_PROFILE=1 perf_item sweep-profile profile "$binary" all_reduce -t 2 \
     "${profiled[@]}" -n "$iters" -w 3 -c 0
+  # The FIFO plans where the tuner takes peer-memory ones (rank threads sharing the GPU): the direct
+  # kernels' gain, measured.
+  LOOM_DEVICE_PLANS=require LOOM_DEVICE_PEER_MEMORY=0 perf_item sweep-fifo-plans "peer_memory=0" "$binary" all_reduce \
+    -t 2 "${sizes[@]}"
   local v
   for v in 8 16 64; do
     LOOM_DEVICE_PLANS=require LOOM_DEVICE_NCHANNELS=$v perf_item "sweep-channels-$v" "channels=$v" "$binary" all_reduce \

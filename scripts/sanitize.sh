@@ -93,7 +93,7 @@ setup build-tsan thread 1 auto
 tsan_cuda_tests=()
 if meson test -C build-tsan --list 2>/dev/null | grep gpu_plan_interpreter_emulated >/dev/null; then
   tsan_cuda_tests=(gpu_plan_interpreter_emulated fakecuda_collectives_plans fakecuda_collectives_processes
-                   fakecuda_device_flight_record)
+                   fakecuda_device_flight_record fakecuda_collectives_peer)
 else
   echo "SKIP TSan over the CUDA plan interpreter and FakeCuda: no CUDA toolkit found"
   skipped=$((skipped + 1))
@@ -108,9 +108,12 @@ if build build-tsan "${tsan_tests[@]}" "${tsan_matrices[@]}" "${tsan_cuda_tests[
     # The matrix of whole collectives (3.5 min under TSan) runs the same code as the cases kept.
     # (A filter given here replaces the meson test's own: each names the part of test_fakecuda it runs.)
     run_tests build-tsan gpu_plan_interpreter_emulated \
-      --test-args='--gtest_filter=PlanInterpreter.*:PlanSequence.*:DirectMode.*:LowLatency.*'
+      --test-args='--gtest_filter=PlanInterpreter.*:PlanSequence.*:DirectMode.*:LowLatency.*:PeerMemory.*'
     run_tests build-tsan fakecuda_collectives_plans fakecuda_collectives_processes \
       --test-args='--gtest_filter=Ranks/DeviceCollectives.*/n2'
+    # Peer-memory plans: ranks reading and writing each other's buffers, ordered by their Meets alone.
+    run_tests build-tsan fakecuda_collectives_peer \
+      --test-args='--gtest_filter=Ranks/DeviceCollectives.AllReduce/n2:Ranks/DeviceCollectives.AllGather/n3:Ranks/DeviceCollectives.ReduceScatter/n2:Ranks/DeviceCollectives.Broadcast/n2'
     # The lanes' notes of whom they wait on, read by another thread while they run (the flight record).
     run_tests build-tsan fakecuda_device_flight_record
   fi

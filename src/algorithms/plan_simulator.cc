@@ -228,7 +228,9 @@ class Simulator {
             const double targets = step.dst.rank == kEveryRank ? static_cast<double>(n) : 1.0;
             ss.peerIn = step.src.rank == kEveryRank ? others * ss.bytes : step.src.own() ? 0.0 : ss.bytes;
             ss.peerOut = step.dst.rank == kEveryRank ? others * ss.bytes : step.dst.own() ? 0.0 : ss.bytes;
-            ss.bytes *= (sources + targets) / 2;  // the engine reads every source and writes every target
+            // The engine's work in the unit of a message step's (a RecvReduceSend reads two operands and
+            // writes one or two per byte, and counts once): n sources or targets are n / 2 such steps.
+            ss.bytes *= std::max(1.0, std::max(sources, targets) / 2);
           }
           if (step.recvPeer >= 0)
             ss.in = cached(0, step.recvPeer, [&] { return connection(step.recvPeer, r, lane.channel, repNodes); });

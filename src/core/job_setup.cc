@@ -138,6 +138,7 @@ void adoptDeviceFabric(loomComm* comm) {
   const device::DeviceFabric fabric = comm->device->fabric();
   MachineModel m = commMachine(*comm, MemorySide::Device, GpuSharing{fabric.gpuCopyGbs, fabric.ranksPerGpu});
   m.fifoSlots = fabric.fifoSlots;  // the GPU FIFOs' (LOOM_DEVICE_FIFO_SLOTS), not the host transports'
+  m.peerMemory = fabric.peerMemory;  // rank threads of one GPU: peer-memory plans are candidates
   comm->deviceTuner->setMachine(m);
 }
 

@@ -208,6 +208,7 @@ struct DeviceFabric {
   int maxChannels = 1;     // the most channels one operation may use (FIFO channels within the lane budget)
   double gpuCopyGbs = 0;   // the copy rate of the slowest GPU that ranks share (0: none shared, or unknown)
   int ranksPerGpu = 1;     // the most ranks of the communicator on one GPU (same host, same bus id)
+  bool peerMemory = false;  // peer-memory plans can run: every rank a thread of this process on this GPU
 };
 
 class CommDevice {

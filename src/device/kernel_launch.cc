@@ -252,6 +252,9 @@ void PlanKernels::bindPlans(Run& run) {
     b.timeoutNs = static_cast<uint64_t>(std::max<int64_t>(facts_.timeoutMs, 0)) * 1000000u;
     b.lowLatencyBytes = lowLatencyBytes_;
     b.profile = profile_;
+    b.boards = fifos.boards();  // empty unless every rank is a thread of this process on this GPU
+    b.boardChannels = fifos.nchannels();
+    b.boardScope = cuda::FifoScope::Gpu;
     run.planBytes[k] = devicePlanBytes(*kp.plan, b);
     run.firstStatus[k] = run.lanes;
     run.lanes += kp.plan->lanes.size();

@@ -135,6 +135,10 @@ size_t P2pFifos::regionBytes() const {
          l.nslots * cuda::kLowLatencySlotBytes;
 }
 
+size_t P2pFifos::boardsOffset(size_t peers) const {
+  return cuda::alignToFifoLine(peers * options_.nchannels * regionBytes());
+}
+
 size_t P2pFifos::regionOffset(int owner, int sender, uint32_t channel) const {
   size_t slot = 0;  // the senders before this one that share owner's host (which is this rank's)
   for (int r = 0; r < sender; ++r) slot += r != owner && !netPeers_[r] ? 1 : 0;
@@ -169,7 +173,8 @@ cuda::DeviceFifo P2pFifos::fifoIn(char* ownerBlock, int owner, int sender, uint3
 Status P2pFifos::allocate() {
   size_t sameHostPeers = 0;
   for (int r = 0; r < nranks_; ++r) sameHostPeers += r != rank_ && !netPeers_[r] ? 1 : 0;
-  ownBytes_ = std::max<size_t>(1, sameHostPeers * options_.nchannels * regionBytes());
+  // The regions, then a board per channel for peer-memory plans (zeroed with the rest: no Meet yet).
+  ownBytes_ = boardsOffset(sameHostPeers) + options_.nchannels * sizeof(cuda::DevicePeerBoard);
   void* block = nullptr;
   LOOM_CUDA_TRY(cudaMalloc(&block, ownBytes_));
   own_ = static_cast<char*>(block);
@@ -305,11 +310,24 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
         fifos.sends_[i].scope = fifos.recvs_[i].scope = cuda::FifoScope::Gpu;
     }
   }
+  // Peer-memory plans: every rank a thread of this process on this GPU (the same verdict everywhere:
+  // every rank has the same facts, and the setting is the process's).
+  bool allHere = fifos.options_.peerMemory && !fifos.hasNetPeers();
+  for (int r = 0; r < fifos.nranks_ && allHere; ++r)
+    allHere = (r == fifos.rank_ || fifos.sameProcess_[r]) && facts[r].device == device;
+  if (allHere) {
+    const size_t peers = static_cast<size_t>(fifos.nranks_) - 1;
+    for (int r = 0; r < fifos.nranks_; ++r)
+      fifos.boards_.push_back(reinterpret_cast<cuda::DevicePeerBoard*>(fifos.blocks_[r] + fifos.boardsOffset(peers)));
+  }
   LOOM_INFO(Init,
             "rank {}: p2p FIFOs on GPU {} ({} KiB, {} channel(s) x {} slots of {} KiB per peer; launches of at most {} "
-            "blocks; CUDA IPC {})",
+            "blocks; CUDA IPC {}; peer-memory plans {})",
             fifos.rank_, mine.bus(), fifos.ownBytes_ >> 10, fifos.options_.nchannels, fifos.options_.layout.nslots,
-            fifos.options_.layout.slotBytes >> 10, fifos.laneBudget_, otherProcesses ? "exported" : "not needed");
+            fifos.options_.layout.slotBytes >> 10, fifos.laneBudget_, otherProcesses ? "exported" : "not needed",
+            fifos.peerMemory() ? "possible"
+            : fifos.options_.peerMemory ? "not possible (not every rank is a thread of this process on this GPU)"
+                                        : "off (LOOM_DEVICE_PEER_MEMORY=0)");
   return Status::Ok();
 }
 

@@ -48,6 +48,7 @@ struct P2pFifoOptions {
   DeviceFifoLayout layout;  // as asked: fitted to the job at setup (fifo_layout.h)
   P2pPolicy policy = P2pPolicy::Auto;
   bool netLanes = false;  // peers on other hosts are reached through network lanes (net_lane_fifos.h)
+  bool peerMemory = true;  // LOOM_DEVICE_PEER_MEMORY: boards for peer-memory plans where every rank may use them
 };
 
 // One step of a collective setup that every rank must pass: each rank's `failure` ("" when its step
@@ -100,6 +101,12 @@ class P2pFifos {
   double gpuCopyGbs() const { return gpuCopyGbs_; }
   // The most ranks of the communicator on one GPU (same host, same bus id).
   int ranksPerGpu() const { return ranksPerGpu_; }
+  // Peer-memory plans (algorithms/peer_memory.cc): every rank is a thread of this process on this GPU
+  // (so each addresses the others' buffers, whatever their allocator) and options.peerMemory held; the
+  // same on every rank. Then boards() gives, by rank, its boards (one per channel, at the end of its
+  // block), coherent at the GPU's scope; empty otherwise.
+  bool peerMemory() const { return !boards_.empty(); }
+  std::span<cuda::DevicePeerBoard* const> boards() const { return boards_; }
   // After a failure peers may still write into this rank's block: it is then kept (not freed) until
   // the process ends, so that a late write cannot land in memory the application got back.
   void keepBlockAfterFailure() { keepBlock_ = true; }
@@ -107,6 +114,8 @@ class P2pFifos {
  private:
   P2pFifos() = default;
   size_t regionBytes() const;
+  // Where a block's boards start: after the regions of a block with `peers` peers on its host.
+  size_t boardsOffset(size_t peers) const;
   // Where sender's FIFO lies in owner's block (owner on this rank's host): a block holds one region per
   // (peer on its host, channel).
   size_t regionOffset(int owner, int sender, uint32_t channel) const;
@@ -130,6 +139,7 @@ class P2pFifos {
   double gpuCopyGbs_ = 0;
   int ranksPerGpu_ = 1;
   std::vector<cuda::DeviceFifo> sends_, recvs_;
+  std::vector<cuda::DevicePeerBoard*> boards_;  // by rank (peerMemory)
   bool keepBlock_ = false;
 };
 

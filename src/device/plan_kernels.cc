@@ -139,6 +139,7 @@ Status PlanKernels::setUp(int gpu) {
   options.layout = deviceFifoLayoutSetting();
   options.policy = p2pPolicyFromEnvironment();
   options.netLanes = static_cast<bool>(facts_.netLanes.start);
+  options.peerMemory = settingFlag(Setting::DevicePeerMemory);
   lowLatencyBytes_ = lowLatencyBytesSetting();
   p2pDirect_ = settingFlag(Setting::P2pDirect);
   profile_ = settingFlag(Setting::DeviceProfile);
@@ -242,6 +243,7 @@ DeviceFabric PlanKernels::fabric() const {
   f.maxChannels = static_cast<int>(std::max(1u, std::min(launchChannels(), fifos_->laneBudget())));
   f.gpuCopyGbs = fifos_->gpuCopyGbs();
   f.ranksPerGpu = fifos_->ranksPerGpu();
+  f.peerMemory = fifos_->peerMemory();
   return f;
 }
 

@@ -24,6 +24,8 @@ const std::vector<Field>& fields() {
       {"launch_us", true, [](MachineModel* m, double v) { m->launchUs = v; }},
       {"copy_gbs", true, [](MachineModel* m, double v) { m->copyGbs = v; }},
       {"fifo_slots", false, [](MachineModel* m, double v) { m->fifoSlots = static_cast<int>(v); }},
+      // 1: the ranks address each other's buffers (rank threads on one GPU): peer-memory plans are candidates.
+      {"peer_memory", true, [](MachineModel* m, double v) { m->peerMemory = v != 0; }},
   };
   return table;
 }

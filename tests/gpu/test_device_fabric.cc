@@ -3,7 +3,8 @@
 // GPU's copy rate divided between them (measured at the setup: on FakeCuda a host memcpy, so only its
 // presence is checked, and LOOM_GPU_COPY_GBS's value exactly), its lanes in parallel, and chooses a
 // channel count from the FIFOs' channels within the lane budget: one for a small operation, and, on a
-// GPU's copy rate, many for a large one. FakeCuda only: it reads the communicator's tuner.
+// GPU's copy rate, many for a large one; and whether peer-memory plans may run (LOOM_DEVICE_PEER_MEMORY).
+// FakeCuda only: it reads the communicator's tuner.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -26,7 +27,7 @@ constexpr int kFabricRanks = 2;
 constexpr size_t kFabricCount = 1024;
 
 // One all-reduce of device buffers sets plan kernels up; then the device tuner's machine and choices.
-std::string checkFabric(loomtest::RankContext& ctx, cudaStream_t stream, double wantCopyGbs) {
+std::string checkFabric(loomtest::RankContext& ctx, cudaStream_t stream, double wantCopyGbs, bool wantPeerMemory) {
   DeviceBuffer send(kFabricCount * sizeof(float), 3), recv(kFabricCount * sizeof(float), 5);
   std::vector<float> input(kFabricCount, 1.0f);
   send.upload(input.data(), kFabricCount * sizeof(float));
@@ -65,16 +66,27 @@ std::string checkFabric(loomtest::RankContext& ctx, cudaStream_t stream, double 
                   std::to_string(model->slotBytes()) + " bytes) are not the communicator's (" +
                   std::to_string(fabric.fifoSlots) + " x " + std::to_string(fabric.slotBytes) + ", want 8 x 512 KiB);";
     }
+    // Rank threads of one GPU: peer-memory plans can run, and the tuner knows it unless they are off.
+    if (fabric.peerMemory != wantPeerMemory || m.peerMemory != wantPeerMemory)
+      problems += std::string(" peer memory: the setup says ") + (fabric.peerMemory ? "yes" : "no") + ", the tuner's machine " +
+                  (m.peerMemory ? "yes" : "no") + ", want " + (wantPeerMemory ? "yes" : "no (LOOM_DEVICE_PEER_MEMORY=0)") + ";";
+    loom::Algorithm lastAlgo{};
     auto channelsFor = [&](size_t count) {
       loom::Operation op;
       op.comm = ctx.comm;
       op.count = count;
-      loom::Algorithm algo{};
       loom::PlanRequest req;
       std::string note;
-      const loom::Status chosen = loom::chooseTunedPlan(ctx.comm, op, loom::PlanFor::Device, &algo, &req, &note);
+      const loom::Status chosen = loom::chooseTunedPlan(ctx.comm, op, loom::PlanFor::Device, &lastAlgo, &req, &note);
       return chosen.ok() ? req.nchannels : -1;
     };
+    auto isPeer = [&] { return lastAlgo == loom::Algorithm::PeerMemory || lastAlgo == loom::Algorithm::PeerOneShot; };
+    for (size_t count : {size_t{2}, size_t{1} << 28}) {
+      channelsFor(count);
+      // On ranks sharing a GPU's copy rate the model has the peer-memory plans win at every size.
+      if (isPeer() != wantPeerMemory)
+        problems += " a " + std::to_string(count * 4) + "-byte all-reduce is tuned to " + loom::algorithmName(lastAlgo) + ";";
+    }
     // Many channels pay only where the fabric is many lanes wide (800 GB/s here; FakeCuda's own copy
     // rate, a host memcpy, is about one lane's).
     const int small = channelsFor(2), large = channelsFor(size_t{1} << 28);
@@ -93,7 +105,7 @@ TEST(DeviceFabric, RanksSharingAGpuPriceItsMeasuredCopyRate) {
   run.timeoutSec = 120;
   EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kFabricRanks, run,
                                [](loomtest::RankContext& ctx) {
-                                 return withStreamOnGpu0(ctx, [](loomtest::RankContext& c, cudaStream_t s) { return checkFabric(c, s, 0); });
+                                 return withStreamOnGpu0(ctx, [](loomtest::RankContext& c, cudaStream_t s) { return checkFabric(c, s, 0, false); });
                                }),
             "");
 }
@@ -104,10 +116,28 @@ TEST(DeviceFabric, TheCopyRateASettingGives) {
   run.timeoutSec = 120;
   EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kFabricRanks, run,
                                [](loomtest::RankContext& ctx) {
-                                 return withStreamOnGpu0(ctx, [](loomtest::RankContext& c, cudaStream_t s) { return checkFabric(c, s, 800); });
+                                 return withStreamOnGpu0(ctx, [](loomtest::RankContext& c, cudaStream_t s) { return checkFabric(c, s, 800, false); });
                                }),
             "");
   unsetenv("LOOM_GPU_COPY_GBS");
+}
+
+// LOOM_DEVICE_PEER_MEMORY=1 (the default; this test suite runs with 0): the setup finds every rank a
+// thread of this process on GPU 0, the device tuner's machine says so, and it takes peer-memory plans.
+TEST(DeviceFabric, PeerMemoryPlansWhereEveryRankSharesTheGpu) {
+  const char* before = std::getenv("LOOM_DEVICE_PEER_MEMORY");
+  const std::string saved = before ? before : "";
+  setenv("LOOM_DEVICE_PEER_MEMORY", "1", 1);
+  setenv("LOOM_GPU_COPY_GBS", "800", 1);
+  loomtest::RunOptions run;
+  run.timeoutSec = 120;
+  EXPECT_EQ(loomtest::runRanks(loomtest::Launch::Threads, kFabricRanks, run,
+                               [](loomtest::RankContext& ctx) {
+                                 return withStreamOnGpu0(ctx, [](loomtest::RankContext& c, cudaStream_t s) { return checkFabric(c, s, 800, true); });
+                               }),
+            "");
+  unsetenv("LOOM_GPU_COPY_GBS");
+  if (before) setenv("LOOM_DEVICE_PEER_MEMORY", saved.c_str(), 1); else unsetenv("LOOM_DEVICE_PEER_MEMORY");
 }
 
 }  // namespace

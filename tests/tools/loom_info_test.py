@@ -62,7 +62,7 @@ def text_section(title):
 # The algorithm registry: every algorithm LOOM_ALGO names, with what it serves, in the text view too.
 COLLECTIVES = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter"}
 algorithms = {a["name"]: a for a in facts.get("algorithms", [])}
-if set(algorithms) != {"ring", "tree", "direct", "oneshot", "hier"}:
+if set(algorithms) != {"ring", "tree", "direct", "oneshot", "hier", "peer-oneshot", "peer"}:
     failures.append(f"loom-info's algorithms: {sorted(algorithms)}")
 for name, a in algorithms.items():
     if not a["collectives"] or not set(a["collectives"]) <= COLLECTIVES or not a["description"]:

@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
       {"--launch-us", "launch_us", 0, "time per operation before its first step: a kernel launch (device memory)"},
       {"--copy-gbs", "copy_gbs", 0, "a rank's copy/reduce rate for the bytes of each step (device memory with --topo: a lane's, 30); 0: free (default)"},
       {"--fifo-slots", "fifo_slots", 0, "messages in flight per connection (default: a communicator's, 4; on device memory on one node 8)"},
+      {"--peer-memory", "peer_memory", 0,
+       "1: the ranks address each other's buffers (plan kernels of rank threads on one GPU), so that peer-memory "
+       "plans (peer, peer-oneshot) are candidates (default 0)"},
   };
   app.add_option("coll", collName, "all_reduce, broadcast, reduce, all_gather, reduce_scatter, alltoall, gather, scatter")
       ->required();
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--max-channels", maxChannels, "channels the communicator has (default 16)")->check(CLI::Range(1, 256));
   app.add_option("--algo", options.algorithm,
-                 "force an algorithm (ring, tree, direct, hier, oneshot), or one per collective and size range as "
+                 "force an algorithm (ring, tree, direct, hier, oneshot, peer, peer-oneshot), or one per collective and size range as "
                  "LOOM_ALGO takes them: allreduce:0-64K:oneshot,64K-:ring (ranges in nccl-tests' size, as -b/-e)");
   app.add_option("--chunk-bytes", options.chunkBytes, "force the chunk size (LOOM_CHUNK_BYTES)")
       ->transform(CLI::AsSizeValue(false));

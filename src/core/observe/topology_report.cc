@@ -29,6 +29,7 @@ nlohmann::ordered_json modelJson(const Tuner& tuner) {
   j["intra_latency_us"] = m.intraLatencyUs;
   j["copy_gbs"] = m.copyGbs;
   j["lanes_in_parallel"] = m.lanesInParallel;
+  j["peer_memory"] = m.peerMemory;  // peer-memory plans are candidates (rank threads of one GPU)
   j["step_us"] = m.stepUs;
   j["launch_us"] = m.launchUs;
   j["nics_per_node"] = m.nicsPerNode;
