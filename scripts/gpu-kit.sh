@@ -9,7 +9,10 @@
 #                   LOOM_KIT_BUILD_DIR: the same Debian packages as the kit's, so the same binaries), with
 #                   prebuilt.SOURCE, the hash of the source they were built from
 #                   (scripts/gpu-source-hash.sh); scripts/gpu-run.sh unpacks them into prebuilt/
-#                   (scripts/gpu-unpack-kit.sh) and uses them when the hash matches.
+#                   (scripts/gpu-unpack-kit.sh) and uses them when the hash matches;
+#   nccl-tests.tar.xz NVIDIA's nccl-tests, built here unmodified against Loom's libnccl.so.2 (MPI build,
+#                   sm_90), with MPICH's launcher and libraries (scripts/nccl-tests-kit.sh); unpacked
+#                   beside prebuilt/ whatever the source (they load libnccl.so.2 at run time).
 # So the GPU machine compiles nothing but the torch extension, against its own torch.
 #
 #   bash scripts/gpu-kit.sh            gather (again) and pack the binaries, into .gpu-kit; the build's
@@ -112,6 +115,8 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "gpu_arch"))
   tar -C "$kit" -cf - prebuilt | xz -9 -T1 >"$kit/prebuilt.tar.xz"
   echo "gpu-kit: ${#prebuilt_targets[@]} binaries of $build (gpu_arch=$arch) packed ($(du -sh "$out" | cut -f1), $(du -sh "$kit/prebuilt.tar.xz" | cut -f1) packed), source $(cut -c1-12 "$out/SOURCE")"
   rm -rf "$out"
+  # NVIDIA's nccl-tests (MPI build, sm_90) on this build's libnccl.so.2, with what mpiexec needs.
+  bash scripts/nccl-tests-kit.sh "$build" "$kit/nccl-tests" || return 1
 }
 
 # Objects of $build that together include the headers of each of the kit's packages with headers: a
@@ -203,6 +208,20 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "unity"))')"
   "$out/tests/unit/device/test_device_rules" --gtest_brief=1
   "$out/tests/gpu/test_gpu" --gtest_brief=1 --gtest_filter='HostOnly.*:WithGpu.*'
   "$out/tools/perf/loom-perf" --help >/dev/null
+  # nccl-tests as the GPU run launches them: the kit's Hydra starts two processes, which load Loom's
+  # libnccl.so.2 and the kit's MPICH (nothing of them from the system), and print their usage.
+  local nt="$kit/nccl-tests"
+  rm -rf "$nt"
+  tar -C "$kit" -xJf "$kit/nccl-tests.tar.xz"
+  local nt_env=(LD_LIBRARY_PATH="$out/src/compat:$nt/mpich/lib:$LD_LIBRARY_PATH" PATH="$nt/mpich/bin:$PATH")
+  if env "${nt_env[@]}" ldd "$nt/bin/all_reduce_perf_mpi" | grep -E 'not found|libnccl.so.2 => /usr|libmpich.so.12 => /usr'; then
+    echo "gpu-kit --check: nccl-tests would load a library from outside the kit (above)" >&2
+    return 1
+  fi
+  env "${nt_env[@]}" timeout 60 mpiexec.hydra -n 2 "$nt/bin/all_reduce_perf_mpi" -h 2>&1 | grep -c '^USAGE' | grep -qx 2 ||
+    { echo "gpu-kit --check: the kit's mpiexec did not start nccl-tests' all_reduce_perf_mpi twice" >&2; return 1; }
+  echo "gpu-kit --check: nccl-tests ($(ls "$nt"/bin/*_perf_mpi | wc -l) binaries) start under the kit's mpiexec on Loom's libnccl.so.2"
+  rm -rf "$nt"
   # The Python package against the kit's prebuilt library, as scripts/gpu-run.sh's torch step makes it
   # there (scripts/package-prebuilt.sh), in a build folder of its own.
   if ! python3 -c 'import torch' 2>/dev/null; then

@@ -8,12 +8,14 @@
 #                                           built against the machine's torch (for B) while time is left
 #   bash scripts/gpu-run.sh measure     (B) copy limit; the host's work per device call (perf/launch_cost,
 #                                           1 rank and 2 rank threads); loom-perf sweeps (1 rank, 2 rank threads, 2 rank
-#                                           processes) and 8 B latency; torch CUDA tensors over the loom
+#                                           processes) and 8 B latency; NVIDIA's nccl-tests on Loom's libnccl.so.2
+#                                           (1 rank, graphs, 2 processes on GPU 0); torch CUDA tensors over the loom
 #                                           backend, torch's NCCL at 1 rank as the reference row; torch's own
 #                                           NCCL backend over Loom's libnccl.so.2 (1 and 2 processes) and over
 #                                           NVIDIA's (1); while time is left, 2 threads' all_reduce over
 #                                           channels, slots, chunks
-#   bash scripts/gpu-run.sh STEP...     single steps: probe smoke plans extension staged hosts copy launch perf torch sweep
+#   bash scripts/gpu-run.sh STEP...     single steps: probe smoke plans extension staged hosts copy launch perf nccltests
+#                                       torch sweep
 #   bash scripts/gpu-run.sh --dry-run check measure
 #                                       the same steps, selections and summary against FakeCuda (no GPU;
 #                                       CI runs it), with the binaries of the ordinary build (LOOM_BUILD_DIR)
@@ -42,8 +44,8 @@ steps=()
 for arg in "$@"; do
   case "$arg" in
     check) steps+=(probe smoke plans extension) ;;
-    measure) steps+=(copy launch perf torch sweep) ;;
-    probe|smoke|plans|extension|staged|hosts|copy|launch|perf|torch|sweep) steps+=("$arg") ;;
+    measure) steps+=(copy launch perf nccltests torch sweep) ;;
+    probe|smoke|plans|extension|staged|hosts|copy|launch|perf|nccltests|torch|sweep) steps+=("$arg") ;;
     *) echo "gpu-run: unknown plan or step '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -153,6 +155,7 @@ for step in "${steps[@]}"; do
       ensure_binaries || continue
       step_perf "$bin/${binary[perf]}"
       ;;
+    nccltests) step_nccltests ;;
     extension)
       ensure_binaries || continue
       step_extension "$bin"

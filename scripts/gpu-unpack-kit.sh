@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kit=.gpu-kit
+# NVIDIA's nccl-tests (scripts/nccl-tests-kit.sh): Loom's libnccl.so.2 is bound at run time, so they
+# serve whatever source the prebuilt binaries are of.
+if [ -f "$kit/nccl-tests.tar.xz" ] && [ ! -x "$kit/nccl-tests/bin/all_reduce_perf_mpi" ]; then
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
+    "$kit/nccl-tests.tar.xz" "$kit"
+fi
 if [ ! -f "$kit/prebuilt.tar.xz" ] || [ ! -f "$kit/prebuilt.SOURCE" ]; then
   echo "gpu-unpack-kit: the kit has no prebuilt binaries" >&2
   exit 1

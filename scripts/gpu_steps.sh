@@ -175,3 +175,67 @@ EOF
     item_record torch-cuda-skipped FAIL 0 "tests/python/test_cuda.py skipped on a GPU machine: $(tail -n 1 "$(item_out torch-cuda-tests)")"
   fi
 }
+
+# nccltests_item NAME NPROCS CONFIG TEST [VAR=VALUE...] -- ARGS...: one of NVIDIA's nccl-tests (the kit's,
+# on Loom's libnccl.so.2), its table's rows into rows.jsonl; a run whose data check found a wrong value
+# fails.
+nccltests_item() {
+  local name=$1 np=$2 config=$3 test=$4
+  shift 4
+  local nt="$root/.gpu-kit/nccl-tests" launcher=() vars=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do vars+=("$1"); shift; done
+  shift  # --
+  [ "$np" -gt 1 ] && launcher=(mpiexec.hydra -n "$np")
+  item_run "$name" 10 120 env LD_LIBRARY_PATH="$bin/src/compat:$nt/mpich/lib:${LD_LIBRARY_PATH:-}" \
+    PATH="$nt/mpich/bin:$PATH" "${vars[@]}" "${launcher[@]}" "$nt/bin/${test}_perf_mpi" "$@" || return
+  python3 - "$(item_out "$name")" "$name" "$test" "$np" "$config" >>"$rows" <<'PY' || item_record "$name-check" FAIL 0 "wrong values"
+import json, sys
+out, item, test, np, config = sys.argv[1:]
+wrong = 0
+for line in open(out):
+    f = line.split()
+    # size count type redop root | time algbw busbw #wrong (out of place) | the same in place
+    if len(f) >= 13 and f[0].isdigit() and f[1].isdigit():
+        for place, at in (("out-of-place", 5), ("in-place", 9)):
+            if f[at + 3] not in ("0", "N/A"):
+                wrong += 1
+            print(json.dumps({"kind": "nccl-tests", "item": item, "collective": test, "nprocs": int(np),
+                              "config": config, "bytes": int(f[0]), "place": place, "time_us": float(f[at]),
+                              "algbw_gbs": float(f[at + 1]), "busbw_gbs": float(f[at + 2]), "wrong": f[at + 3]}))
+sys.exit(1 if wrong else 0)
+PY
+}
+
+# NVIDIA's nccl-tests, unchanged (issue of record: the GPU latency one, point 6): each collective's
+# binary with one rank on the GPU, the data check on, and again captured into CUDA graphs (-G 20); then
+# two processes sharing GPU 0. Kernels of two processes run side by side on one GPU only under MPS: where
+# the machine has it, the daemon is started and the processes run plan kernels (LOOM_DEVICE_PLANS=1);
+# without it they stage through host memory (the default never spins a kernel on a process whose
+# kernels cannot run beside it). Which path ran is in the items' config.
+step_nccltests() {
+  local nt="$root/.gpu-kit/nccl-tests"
+  if [ "${LOOM_GPU_DRY_RUN:-0}" = 1 ]; then
+    item_skip nccl-tests "dry run: NVIDIA's nccl-tests need a GPU (scripts/gpu-kit.sh --check runs their launcher)"
+    return
+  fi
+  if [ ! -x "$nt/bin/all_reduce_perf_mpi" ]; then
+    item_record nccl-tests FAIL 0 "the kit has no nccl-tests (scripts/gpu-kit.sh builds them)"
+    return
+  fi
+  local sizes=(-b 8 -e "$max_bytes" -f 4 -c 1) t
+  for t in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
+    nccltests_item "nccl-tests-$t" 1 "1 rank" "$t" -- "${sizes[@]}" -g 1
+  done
+  nccltests_item nccl-tests-all_reduce-graph 1 "1 rank, graphs" all_reduce -- "${sizes[@]}" -g 1 -G 20
+  local mps=staged plans=()
+  if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>/dev/null; then
+    mps="plan kernels under MPS" plans=(LOOM_DEVICE_PLANS=1)
+  fi
+  note "nccl-tests: 2 processes on GPU 0: $mps"
+  for t in all_reduce all_gather reduce_scatter sendrecv; do
+    nccltests_item "nccl-tests-2proc-$t" 2 "2 processes on GPU 0, $mps" "$t" NCCL_TESTS_DEVICE=0 "${plans[@]}" -- "${sizes[@]}"
+  done
+  nccltests_item nccl-tests-2proc-all_reduce-graph 2 "2 processes on GPU 0, $mps, graphs" all_reduce \
+    NCCL_TESTS_DEVICE=0 "${plans[@]}" -- "${sizes[@]}" -G 20
+  [ "$mps" = staged ] || echo quit | nvidia-cuda-mps-control 2>/dev/null || true
+}
