@@ -109,6 +109,10 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "gpu_arch"))
     cp "$build/$t" "$out/$t"
     strip --strip-unneeded "$out/$t"
   done
+  # The drop-in by its soname, as programs linked with -lnccl (nccl-tests) load it.
+  local compat="$out/src/compat" soname
+  soname="$(readelf -d "$compat"/libnccl.so.2.* | sed -nE 's/.*\(SONAME\).*\[(.*)\]/\1/p')"
+  ln -sf "$(basename "$compat"/libnccl.so.2.*)" "$compat/$soname"
   bash scripts/gpu-source-hash.sh >"$out/SOURCE"
   cp "$out/SOURCE" "$kit/prebuilt.SOURCE"
   # One xz stream: the GPU tests hold the library's kernels as libloom.so does, which it stores once.

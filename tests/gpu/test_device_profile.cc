@@ -55,9 +55,10 @@ std::string checkProfile(loomtest::RankContext& ctx, cudaStream_t stream, bool p
     if (p.launches != kProfileCalls) problems += " " + std::to_string(p.launches) + " launches counted;";
     if (p.lanes < kProfileCalls) problems += " " + std::to_string(p.lanes) + " lanes;";
     if (p.steps < p.lanes) problems += " " + std::to_string(p.steps) + " steps;";
-    // A ring all-reduce over 2 ranks: each rank's steps carry its half twice out (reduce-scatter and
-    // all-gather) and reduce or copy what comes in; at least the whole input per call.
-    if (p.bytes < kProfileCalls * kProfileCount * sizeof(float))
+    // Each rank's steps carry at least its share of the input per call: a ring all-reduce over 2 ranks
+    // its half twice out (reduce-scatter and all-gather), a peer-memory two-shot its half once (one
+    // step reduces block r of both inputs into both outputs).
+    if (p.bytes < kProfileCalls * kProfileCount * sizeof(float) / kProfileRanks)
       problems += " " + std::to_string(p.bytes) + " bytes;";
     if (p.dataNs == 0) problems += " no time in data;";
     if (p.waitNs + p.dataNs + p.publishNs != p.laneNs)
