@@ -2,6 +2,7 @@
 // caller's way; a send never waits for a later receive.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -93,6 +94,26 @@ TEST(Async, StagedInputsAreReadWhenTheOperationRuns) {
     ASSERT_EQ(loomCommWaitOp(comm, last, -1), loomSuccess) << loomGetLastError(comm);
     for (size_t i = 0; i < count; i += 997) ASSERT_EQ(x[i], 8.0f) << i;  // (1+1) -> 2*2 + 2*2
     EXPECT_EQ(loomRedOpDestroy(premul, comm), loomSuccess);
+  });
+}
+
+// An operation nothing runs ahead of starts on its caller, which hands it to the progress thread when
+// the peer is late (the caller's start is bounded). The handover happens right after the progress
+// thread finished the previous operation, while it may still be reading its list of running ones:
+// each round here makes rank 1 late, so that rank 0's caller hands its operation over just then.
+// (TSan found the progress thread reading that list while a caller appended to it.)
+TEST(Async, AnOperationStartedByItsCallerIsHandedToTheProgressThread) {
+  runNonblocking(2, [&](int rank, loomComm_t comm) {
+    std::vector<int32_t> x(16);
+    for (int round = 0; round < 200; ++round) {
+      for (size_t i = 0; i < x.size(); ++i) x[i] = round + rank + static_cast<int32_t>(i);
+      if (rank == 1 && round % 2 == 1) std::this_thread::sleep_for(std::chrono::microseconds(150));
+      ASSERT_EQ(loomAllReduce(x.data(), x.data(), x.size(), loomInt32, loomSum, comm, nullptr), loomSuccess);
+      uint64_t last = 0;
+      ASSERT_EQ(loomCommLastOpId(comm, &last), loomSuccess);
+      ASSERT_EQ(loomCommWaitOp(comm, last, -1), loomSuccess) << loomGetLastError(comm);
+      for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], 2 * (round + static_cast<int32_t>(i)) + 1) << round;
+    }
   });
 }
 

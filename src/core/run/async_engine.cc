@@ -77,7 +77,7 @@ void AsyncEngine::submit(uint64_t id, CommWork work, bool collective, std::vecto
       finishTask(*task, failure_);
       return;
     }
-    onCaller = task->gates.empty() && pending_.empty() && active_.empty() && !callerDriving_;
+    onCaller = task->gates.empty() && pending_.empty() && active_.empty() && !handedOver_ && !callerDriving_;
     if (onCaller) {
       callerDriving_ = true;
     } else {
@@ -110,7 +110,7 @@ bool AsyncEngine::startOnCaller(std::unique_ptr<Task>& task) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       callerDriving_ = false;
-      active_.push_back(std::move(task));  // failLocked completes it with the error
+      handedOver_ = std::move(task);  // failLocked completes it with the error
     }
     failCommunicator(st);
     return true;
@@ -118,7 +118,9 @@ bool AsyncEngine::startOnCaller(std::unique_ptr<Task>& task) {
   std::lock_guard<std::mutex> lock(mutex_);
   callerDriving_ = false;
   if (!task->runner->done()) {
-    active_.push_back(std::move(task));
+    // Not into active_: the progress thread may still be reading it outside the lock (its last task
+    // has just been erased); it takes the task from here under the lock.
+    handedOver_ = std::move(task);
     submissions_.fetch_add(1, std::memory_order_seq_cst);
     return false;
   }
@@ -178,6 +180,11 @@ bool AsyncEngine::waitsOnGatesLocked() const {
 
 void AsyncEngine::failLocked(const Status& error) {
   if (failure_.ok()) failure_ = error;
+  if (handedOver_) {
+    completeLocked(handedOver_->id);
+    finishTask(*handedOver_, failure_);
+    handedOver_.reset();
+  }
   for (auto& t : active_) {
     completeLocked(t->id);
     finishTask(*t, failure_);
@@ -186,7 +193,9 @@ void AsyncEngine::failLocked(const Status& error) {
     completeLocked(t->id);
     finishTask(*t, failure_);
   }
-  active_.clear();
+  // A submitting thread fails the communicator only while active_ is empty (its operation ran alone):
+  // it must not write the vector, which the progress thread may be reading outside the lock.
+  if (!active_.empty()) active_.clear();
   pending_.clear();
 }
 
@@ -272,11 +281,15 @@ void AsyncEngine::run() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       seenSubmissions = submissions_.load();
-      changed_.wait(lock, [&] { return stop_ || ((!pending_.empty() || !active_.empty()) && !callerDriving_); });
+      changed_.wait(lock, [&] {
+        return stop_ || ((!pending_.empty() || !active_.empty() || handedOver_) && !callerDriving_);
+      });
       if (comm_->aborted.load() && !callerDriving_)
         failLocked(Status(loomRemoteError, comm_->describe() + " was aborted"));
       if (callerDriving_) continue;  // a submitting thread runs its operation (submit); it wakes us after
       const bool wasIdle = active_.empty();
+      // Started by its caller while nothing else ran: it is the oldest operation, so it goes first.
+      if (handedOver_) active_.insert(active_.begin(), std::move(handedOver_));
       admitLocked(&gateFailure);
       if (wasIdle && !active_.empty()) waiter.restart();  // new work: spin before sleeping again
       if (gateFailure.ok()) {

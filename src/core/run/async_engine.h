@@ -69,6 +69,9 @@ class AsyncEngine {
   std::condition_variable changed_;  // queue, completion or stop
   std::deque<std::unique_ptr<Task>> pending_;
   std::vector<std::unique_ptr<Task>> active_;  // touched by the progress thread only (after admission)
+  // An operation its submitting thread started (startOnCaller) and did not finish: the progress thread
+  // moves it into active_ under the lock (the caller must not touch active_, read there unlocked).
+  std::unique_ptr<Task> handedOver_;
   std::set<uint64_t> doneOutOfOrder_;
   uint64_t completedUpTo_ = 0;
   uint64_t lastSubmitted_ = 0;
