@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the bootstrap fuzz target with clang's libFuzzer and runs it for a bounded time
-# (FUZZ_SECONDS, default 60). Exit status is non-zero when the fuzzer finds a crash.
+# (FUZZ_SECONDS of wall time, default 60) in one worker per core (libFuzzer's fork mode, the workers
+# sharing one corpus). Exit status is non-zero when the fuzzer finds a crash.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -26,4 +27,4 @@ printf '%s\n' "${sources[@]}" |
 objects=()
 for s in "${sources[@]}"; do objects+=("$out/obj/$(echo "$s" | tr / _).o"); done
 clang++ "${flags[@]}" "${objects[@]}" -lfmt -lpthread -o "$out/bootstrap_fuzz"
-"$out/bootstrap_fuzz" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="$out/" "$out/corpus" 2>&1 | tail -n 12
+"$out/bootstrap_fuzz" -fork="$(nproc)" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 -artifact_prefix="$out/" "$out/corpus" 2>&1 | tail -n 12
