@@ -5,6 +5,9 @@
 # pytest, expecttest (torch's own distributed test suite), tqdm and matplotlib (the training example).
 # The build folder is kept (build-python/), so a reinstall recompiles only what changed. Arguments go to
 # meson setup (scripts/test.sh passes -Dcuda=disabled where no GPU would run the package's CUDA part).
+# With --deps-only it installs what the package and the tests need and stops there: before build/ is
+# configured, so that its configuration finds torch's NCCL wheel (the compat tests against NVIDIA's
+# 2.30 header are defined only where it is).
 #
 #   LOOM_PYTHON           interpreter to install for (default: python3)
 #   LOOM_TORCH_VERSION    torch to install when none is present (default: 2.15.0)
@@ -14,6 +17,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 py="${LOOM_PYTHON:-python3}"
+deps_only=0
+if [ "${1:-}" = --deps-only ]; then deps_only=1; shift; fi
 torch_version="${LOOM_TORCH_VERSION:-2.15.0}"
 
 bash scripts/install-deps.sh
@@ -51,6 +56,7 @@ if ((${#missing[@]})); then "$py" -m pip install "${pip_args[@]}" "${missing[@]}
 # dependencies on meson's and ninja's PyPI packages are left out for that reason).
 if ! has mesonpy; then "$py" -m pip install "${pip_args[@]}" --no-deps "meson-python>=0.15" "pyproject-metadata>=0.8"; fi
 has packaging || "$py" -m pip install "${pip_args[@]}" packaging
+[ "$deps_only" = 1 ] && exit 0
 
 # A checkout installed before the package existed put itself on the path with a .pth file.
 rm -f "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/loom-collectives.pth"
