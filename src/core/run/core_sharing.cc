@@ -80,21 +80,17 @@ bool CoreSharing::sharesCpuWith(int peer, uint64_t now) {
   return now >= stamped ? now - stamped < kRecentNs : true;
 }
 
-void CoreSharing::giveWay(int peer, uint64_t now) {
+bool CoreSharing::giveWay(int peer, uint64_t now) {
   ++sharedWaits_;
   if (!mayMove_ || transports_->rank() < peer || sharedWaits_ < kSharedWaitsBeforeMove ||
-      now - lastMoveNs_ < kMinMoveIntervalNs || cpu_ < 0) {
-    sched_yield();
-    return;
-  }
+      now - lastMoveNs_ < kMinMoveIntervalNs || cpu_ < 0)
+    return false;
   lastMoveNs_ = now;
   sharedWaits_ = 0;
   cpu_set_t allowed;
   if (pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2 ||
-      !CPU_ISSET(cpu_, &allowed)) {
-    sched_yield();
-    return;
-  }
+      !CPU_ISSET(cpu_, &allowed))
+    return false;
   // Only onto a free core: when other work fills the machine the other CPUs are busy, and a rank
   // moved there would wait for that work's time slices (milliseconds) instead of handing the core back
   // and forth with its peer (microseconds). A CPU counts as free when it idled at least half the time
@@ -121,19 +117,14 @@ void CoreSharing::giveWay(int peer, uint64_t now) {
   }
   idleSample_.swap(idleNow_);  // both keep their capacity
   idleSampleNs_ = now;
-  if (target < 0) {
-    sched_yield();
-    return;
-  }
+  if (target < 0) return false;
   cpu_set_t elsewhere;
   CPU_ZERO(&elsewhere);
   CPU_SET(target, &elsewhere);
-  if (pthread_setaffinity_np(pthread_self(), sizeof elsewhere, &elsewhere) == 0) {
-    pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
-    LOOM_TRACE(Init, "a peer waited on this thread from CPU {}: moved to CPU {}", cpu_, sched_getcpu());
-  } else {
-    sched_yield();
-  }
+  if (pthread_setaffinity_np(pthread_self(), sizeof elsewhere, &elsewhere) != 0) return false;
+  pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
+  LOOM_TRACE(Init, "a peer waited on this thread from CPU {}: moved to CPU {}", cpu_, sched_getcpu());
+  return true;
 }
 
 }  // namespace loom

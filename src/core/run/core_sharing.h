@@ -28,9 +28,10 @@ class CoreSharing {
   // Publishes this thread's CPU and tells whether `peer` (a memory peer) waited on the same CPU
   // within the last kRecentNs. False for other peers.
   bool sharesCpuWith(int peer, uint64_t now);
-  // Lets `peer`, on this CPU, run: moves this thread away (see above) or yields. Of two ranks that
-  // share a core only the higher moves: both moving at once would land them together again.
-  void giveWay(int peer, uint64_t now);
+  // Lets `peer`, on this CPU, run by moving this thread away (see above): true when it moved. Else
+  // the caller must leave the core itself (sleep). Of two ranks that share a core only the higher
+  // moves: both moving at once would land them together again.
+  bool giveWay(int peer, uint64_t now);
   // The waits since the last move in which the peer was on this CPU; reset when a wait ends normally.
   void waitEndedApart() { sharedWaits_ = 0; }
 

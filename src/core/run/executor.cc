@@ -28,7 +28,6 @@ inline void copyOut(const BoundPlan& bp, const BufRef& dst, const void* src, siz
 }
 
 constexpr int64_t kShareProbeNs = 1'000;  // a wait this long looks whether the peer shares this core
-constexpr int64_t kPureSpinNs = 5'000;  // past this, waiting ranks yield while they spin (a busy core may hold the peer)
 constexpr uint64_t kHealthCheckNs = 100'000'000;  // how often a stalled wait looks for dead peers
 // How long a timed-out rank listens for a peer's failure notice naming the root cause.
 constexpr int64_t kRootCauseGraceMs = 500;
@@ -334,20 +333,36 @@ void PlanRunner::collectWaits(WaitList* waits) const {
   for (SendConnection* c : sendsUsed_) c->addWaits(waits);
 }
 
-void IdleWaiter::waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs) {
-  // Spin (cheapest wake-up), then yield (lets whatever else is runnable have the core), then sleep.
-  const int64_t idle = idleNs();
-  if (idle < budgetNs_) {
-    // A peer that has not answered within a microsecond may be waiting for this very core.
-    if (sharing_ && peer_ >= 0 && (idle > kShareProbeNs || sharing_->sharing())) {
-      if (sharing_->sharesCpuWith(peer_, now_)) return sharing_->giveWay(peer_, now_);
-      sharing_->waitEndedApart();
-    }
-    if (yield_ || idle > kPureSpinNs)
-      sched_yield();
-    else
-      cpuRelax();
-  } else if (!fds.empty() || maxSleepUs < kPollOnlyNapUs) {
+bool IdleWaiter::spinning() {
+  if (idleNs() >= budgetNs_) return false;
+  yieldNow_ = yield_ || peerNeedsThisCore();
+  return true;
+}
+
+bool IdleWaiter::peerNeedsThisCore() {
+  // A peer that has not answered within a microsecond may be waiting for this very core: then only
+  // this thread leaving it lets the peer run, by moving to another core or by yielding.
+  if (!sharing_ || peer_ < 0 || (idleNs() <= kShareProbeNs && !sharing_->sharing())) return false;
+  if (!sharing_->sharesCpuWith(peer_, now_)) {
+    sharing_->waitEndedApart();
+    return false;
+  }
+  return !sharing_->giveWay(peer_, now_);
+}
+
+void IdleWaiter::pause() {
+  // Spin (cheapest wake-up), then sleep. No sched_yield while the ranks have a core each: a kernel
+  // whose scheduler is EEVDF (Linux 6.6 and later) puts a task that yields behind every other runnable
+  // task's whole time slice, so a rank that yields beside a busy process waits milliseconds for a
+  // peer that answered in microseconds (docs/PERFORMANCE.md, "Latency on busy cores").
+  if (yieldNow_)
+    sched_yield();  // more ranks than cores, or the peer on this one: the peer may be waiting for it
+  else
+    cpuRelax();
+}
+
+void IdleWaiter::sleepWithoutDoorbell(const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs) {
+  if (!fds.empty() || maxSleepUs < kPollOnlyNapUs) {
     // Network connections: sleep in poll, briefly when memory peers may also deliver (they ring the
     // doorbell), or nap as long as the connections allow.
     std::vector<pollfd> copy = fds;

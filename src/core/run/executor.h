@@ -187,8 +187,12 @@ class IdleWaiter {
     *progressed = false;
     waited_ = true;
     maxSleepUs = std::min(maxSleepUs, waits.maxSleepUs);
-    if (idleNs() < budgetNs_ || !waits.fds.empty() || !bell) {
-      waitWithoutDoorbell(waits.fds, memoryPeers, maxSleepUs);
+    if (spinning()) {
+      pause();
+      return Status::Ok();
+    }
+    if (!waits.fds.empty() || !bell) {
+      sleepWithoutDoorbell(waits.fds, memoryPeers, maxSleepUs);
       return Status::Ok();
     }
     uint32_t seen = announceSleep(bell);
@@ -203,7 +207,14 @@ class IdleWaiter {
   }
 
  private:
-  void waitWithoutDoorbell(const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs);
+  // Whether this wait still spins (it is within its budget), and whether this pass yields.
+  bool spinning();
+  // The memory peer this thread waits on waits on this same core, and this thread did not move away.
+  bool peerNeedsThisCore();
+  // One pass of a spin.
+  void pause();
+  // Past the spin, where there is no doorbell to sleep on (network peers, or none).
+  void sleepWithoutDoorbell(const std::vector<pollfd>& fds, bool memoryPeers, int64_t maxSleepUs);
   int64_t spinNs_;
   int64_t budgetNs_;  // this wait's spin: spinNs_, or brief while the history says waits run long
   bool yield_;
@@ -214,6 +225,7 @@ class IdleWaiter {
   bool fresh_ = true;
   CoreSharing* sharing_ = nullptr;
   int peer_ = -1;
+  bool yieldNow_ = false;  // this pass yields: more ranks than cores, or the peer found on this core
 };
 
 // The error of a runner that made no progress for timeoutMs. Network peers hear at once whom this rank
