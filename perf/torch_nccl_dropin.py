@@ -25,7 +25,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from torch_allreduce import parse_size  # this folder is the script's: on sys.path
+from spawn_ranks import leave_rank_process  # this folder is the script's: on sys.path
+from torch_allreduce import parse_size
 
 
 class DlInfo(ctypes.Structure):
@@ -137,6 +138,7 @@ def worker(rank, args, port, results):
     library, version = nccl_library()
     dist.destroy_process_group()
     results.put({"rank": rank, "problems": problems, "rows": rows, "library": library, "version": version})
+    leave_rank_process()  # the DDP check's group outlives destroy_process_group: see there
 
 
 def free_port():

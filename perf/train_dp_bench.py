@@ -20,7 +20,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 from torch import nn
-from spawn_ranks import spawn_ranks
+from spawn_ranks import leave_rank_process, spawn_ranks
 
 VARIANTS = ("ddp-gloo", "ddp-loom", "loom.parallel")
 
@@ -83,6 +83,7 @@ def worker(rank, world, port, args, queue):
         queue.put({v: tuple(statistics.median(t[i] for t in ts) for i in range(2)) for v, ts in times.items()})
     dist.barrier()
     dist.destroy_process_group()
+    leave_rank_process()  # the DDP models' groups outlive destroy_process_group: see there
 
 
 def main():

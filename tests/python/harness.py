@@ -7,6 +7,7 @@ the failure text; rank<r>.current names the check in progress, so a hang can be 
 import json
 import os
 import socket
+import sys
 import tempfile
 import time
 import traceback
@@ -22,6 +23,16 @@ def package_env(**extra):
     here = os.path.dirname(os.path.dirname(loom.__file__))
     path = os.pathsep.join([here] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
     return dict(os.environ, PYTHONPATH=path, **extra)
+
+
+def leave_job_process():
+    """Ends a rank process whose records are written, without the interpreter's teardown: for jobs with
+    a DDP model over Gloo. torch (2.15) keeps a group that a DDP model used alive after
+    destroy_process_group, with its worker threads; a tensor one of them releases while the interpreter
+    exits aborts the process ("terminate called without an active exception", pytorch issue 190489)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def free_port():

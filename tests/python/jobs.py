@@ -15,7 +15,7 @@ import checks_profiler  # noqa: F401
 import checks_reduce  # noqa: F401
 import checks_sparse  # noqa: F401
 from checklib import CHECKS, CUDA_CHECKS
-from harness import Recorder, free_port
+from harness import Recorder, free_port, leave_job_process
 
 
 def run_all_checks(recorder, n, r, checks=CHECKS):
@@ -89,6 +89,7 @@ def ddp_job(rank, outdir, world, port, steps):
     rec = Recorder(outdir, rank)
     rec.run("ddp_matches_gloo", ddp_matches_gloo, rank, gloo, steps)
     dist.destroy_process_group()
+    leave_job_process()  # the Gloo group outlives destroy_process_group: see there
 
 
 def train(rank, group, steps):
