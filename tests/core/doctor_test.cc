@@ -174,7 +174,7 @@ class Job {
   std::vector<pid_t> pids_;
 };
 
-std::vector<int> ints(const nlohmann::json& j) { return j.is_array() ? j.get<std::vector<int>>() : std::vector<int>{}; }
+std::vector<int> intsOrNone(const nlohmann::json& j) { return j.is_array() ? j.get<std::vector<int>>() : std::vector<int>{}; }
 
 void allReduce(loomComm_t comm, size_t count = 1000) {
   std::vector<float> data(count, 1.0f);
@@ -193,8 +193,8 @@ TEST(Doctor, NamesARankThatSkipsACollective) {
   const nlohmann::json j = job.json();
   const nlohmann::json& o = j["report"]["oldest_unfinished"];
   EXPECT_EQ(o["seq"], 4) << j.dump();
-  EXPECT_EQ(ints(o["never_entered"]), std::vector<int>({2})) << j.dump();
-  EXPECT_EQ(ints(o["waiting"]), std::vector<int>({0, 1, 3})) << j.dump();
+  EXPECT_EQ(intsOrNone(o["never_entered"]), std::vector<int>({2})) << j.dump();
+  EXPECT_EQ(intsOrNone(o["waiting"]), std::vector<int>({0, 1, 3})) << j.dump();
   // Whom they wait on (noted once a wait lasts 100 ms): whatever the algorithm, someone on rank 2.
   bool onTwo = false;
   for (const auto& [rank, peer] : o["waiting_on"].items()) onTwo = onTwo || peer == 2;
@@ -213,7 +213,7 @@ TEST(Doctor, NamesARankStuckInCompute) {
   EXPECT_NE(text.find("(asked through rank 0)"), std::string::npos) << text;
   EXPECT_NE(text.find("NEVER ENTERED: rank 0"), std::string::npos) << text;
   EXPECT_NE(text.find("finished): the ranks waiting in #2 wait for it"), std::string::npos) << text;
-  EXPECT_EQ(ints(job.json()["report"]["oldest_unfinished"]["waiting"]), std::vector<int>({1, 2}));
+  EXPECT_EQ(intsOrNone(job.json()["report"]["oldest_unfinished"]["waiting"]), std::vector<int>({1, 2}));
 }
 
 // Rank 1 calls a broadcast of 500 at #3 where the others allreduce 1000.
@@ -244,7 +244,7 @@ TEST(Doctor, NamesAKilledRank) {
   EXPECT_NE(text.find("rank 3 did not answer"), std::string::npos) << text;
   EXPECT_NE(text.find("rank 0 failed:"), std::string::npos) << text;
   const nlohmann::json j = job.json();
-  EXPECT_EQ(ints(j["report"]["unreachable"]), std::vector<int>({3})) << j.dump();
+  EXPECT_EQ(intsOrNone(j["report"]["unreachable"]), std::vector<int>({3})) << j.dump();
   EXPECT_EQ(j["report"]["failures"].size(), 3u) << j.dump();
 }
 
@@ -307,8 +307,8 @@ TEST(Doctor, ReportsOnThreadRanksOfOneProcess) {
   EXPECT_NE(text.find("(asked through rank 0)"), std::string::npos) << text;
   EXPECT_NE(text.find("NEVER ENTERED: rank 1 (its last operation: #2 AllReduce"), std::string::npos) << text;
   const nlohmann::json j = job.json();
-  EXPECT_EQ(ints(j["report"]["oldest_unfinished"]["waiting"]), std::vector<int>({0, 2})) << j.dump();
-  EXPECT_EQ(ints(j["report"]["unreachable"]), std::vector<int>()) << j.dump();
+  EXPECT_EQ(intsOrNone(j["report"]["oldest_unfinished"]["waiting"]), std::vector<int>({0, 2})) << j.dump();
+  EXPECT_EQ(intsOrNone(j["report"]["unreachable"]), std::vector<int>()) << j.dump();
   kill(job.pid(0), SIGUSR1);
   const std::string log = job.stderrOnceItSays(0, "NEVER ENTERED");
   EXPECT_NE(log.find("on signal 10, the job's state:"), std::string::npos) << log;

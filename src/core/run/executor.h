@@ -168,6 +168,8 @@ class IdleWaiter {
     if (fresh_) {
       lastProgress_ = now, fresh_ = false;
       budgetNs_ = history_ ? history_->spinBudget(spinNs_) : spinNs_;
+      nextContentionProbeNs_ = 0;
+      oversubscribed_ = false;
     }
   }
   // Since the last progress, as of the last tick.
@@ -187,7 +189,7 @@ class IdleWaiter {
     *progressed = false;
     waited_ = true;
     maxSleepUs = std::min(maxSleepUs, waits.maxSleepUs);
-    if (spinning()) {
+    if (spinning() && (waits.fds.empty() || !spinDelaysNetwork())) {
       pause();
       return Status::Ok();
     }
@@ -211,6 +213,10 @@ class IdleWaiter {
   bool spinning();
   // The memory peer this thread waits on waits on this same core, and this thread did not move away.
   bool peerNeedsThisCore();
+  // A wait on network connections that has lasted a while, on a machine with more runnable threads
+  // than cores (probed every so often): a spin would hold a core that the sender or the kernel's
+  // network processing needs, and delay the very data it waits for.
+  bool spinDelaysNetwork();
   // One pass of a spin.
   void pause();
   // Past the spin, where there is no doorbell to sleep on (network peers, or none).
@@ -226,6 +232,8 @@ class IdleWaiter {
   CoreSharing* sharing_ = nullptr;
   int peer_ = -1;
   bool yieldNow_ = false;  // this pass yields: more ranks than cores, or the peer found on this core
+  int64_t nextContentionProbeNs_ = 0;  // the idle time at which this wait next reads the runnable count
+  bool oversubscribed_ = false;        // what it read last
 };
 
 // The error of a runner that made no progress for timeoutMs. Network peers hear at once whom this rank
