@@ -94,7 +94,7 @@ setup build-tsan thread 1 auto
 tsan_cuda_tests=()
 if meson test -C build-tsan --list 2>/dev/null | grep gpu_plan_interpreter_emulated >/dev/null; then
   tsan_cuda_tests=(gpu_plan_interpreter_emulated fakecuda_collectives_plans fakecuda_collectives_processes
-                   fakecuda_device_flight_record fakecuda_collectives_peer)
+                   fakecuda_device_flight_record fakecuda_collectives_peer fakecuda_collectives_process_plans)
 else
   echo "SKIP TSan over the CUDA plan interpreter and FakeCuda: no CUDA toolkit found"
   skipped=$((skipped + 1))
@@ -115,6 +115,10 @@ if build build-tsan "${tsan_tests[@]}" "${tsan_matrices[@]}" "${tsan_cuda_tests[
     # Peer-memory plans: ranks reading and writing each other's buffers, ordered by their Meets alone.
     run_tests build-tsan fakecuda_collectives_peer \
       --test-args='--gtest_filter=Ranks/DeviceCollectives.AllReduce/n2:Ranks/DeviceCollectives.AllGather/n3:Ranks/DeviceCollectives.ReduceScatter/n2:Ranks/DeviceCollectives.Broadcast/n2'
+    # Rank processes' plan kernels through FIFOs mapped by CUDA IPC (each process's side: TSan sees no
+    # other process's threads).
+    run_tests build-tsan fakecuda_collectives_process_plans \
+      --test-args='--gtest_filter=Ranks/DeviceCollectives.AllReduce/n2:Ranks/DeviceCollectives.AllGather/n2'
     # The lanes' notes of whom they wait on, read by another thread while they run (the flight record).
     run_tests build-tsan fakecuda_device_flight_record
   fi

@@ -44,8 +44,9 @@ std::string firstRefusal(const std::vector<T>& all, Ok verdictOf) {
   return "";
 }
 
-// Blocks of other processes mapped into this one, shared by every rank of the process: a handle may
-// be opened only once per process (CUDA IPC's rule), while several ranks here may need the same one.
+// Blocks of other processes mapped into this one, shared by every rank of the process: the runtime
+// maps a handle once per process (a second open returns the same address and counts), so the ranks
+// here share one mapping and its count in one place.
 class IpcMappings {
  public:
   Status open(const cudaIpcMemHandle_t& handle, char** out) {

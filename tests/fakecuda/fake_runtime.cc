@@ -1,7 +1,7 @@
 // FakeCuda: the CUDA runtime API functions that Loom and its GPU tests call, on host memory and the
 // streams of fake_device.h. Declarations come from the real cuda_runtime_api.h, so every signature is
-// the runtime's own. Stream capture and graphs are fake_graphs.cc's. Not modelled (refused with
-// cudaErrorNotSupported): mapping memory of another process.
+// the runtime's own. Stream capture and graphs are fake_graphs.cc's; CUDA IPC's shared memory is
+// fake_ipc.cc's.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <unistd.h>
@@ -19,6 +19,7 @@
 
 #include "fake_counters.h"
 #include "fake_device.h"
+#include "fake_ipc.h"
 
 struct CUevent_st {
   fakecuda::DoneRef done;  // null until recorded
@@ -36,11 +37,16 @@ struct Allocation {
   cudaMemoryType type = cudaMemoryTypeDevice;
   int device = 0;
   bool legacyIpc = false;  // cudaMalloc's: what CUDA IPC and peer access cover (not pools' memory)
+  int sharedFd = -1;       // cudaMalloc's memory is a memfd's (fake_ipc.h), exported by number
+  uint64_t sharedId = 0;
+  int ipcOpens = 0;        // > 0: another process's memory, mapped by cudaIpcOpenMemHandle this often
+  std::pair<uint64_t, uint64_t> ipcKey;  // that memory's exporter and number
 };
 
 struct Memory {
   std::mutex mutex;
   std::map<uintptr_t, Allocation> live;
+  std::map<std::pair<uint64_t, uint64_t>, uintptr_t> opened;  // another process's allocations mapped here
   std::set<std::pair<int, int>> peerAccess;
 };
 
@@ -56,6 +62,16 @@ void touch() { touched[currentDevice()] = true; }
 void* allocate(size_t bytes, cudaMemoryType type, bool legacyIpc) {
   touch();
   countAllocation();
+  if (legacyIpc) {  // whole pages of shared memory, which another process can map
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t rounded = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+    Allocation a{rounded, type, currentDevice(), true};
+    void* p = mapSharedBlock(rounded, &a.sharedFd, &a.sharedId);
+    if (!p) return nullptr;
+    std::lock_guard<std::mutex> lock(memory().mutex);
+    memory().live[reinterpret_cast<uintptr_t>(p)] = a;
+    return p;
+  }
   const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   void* p = std::aligned_alloc(256, rounded);
   if (!p) return nullptr;
@@ -79,13 +95,19 @@ bool find(const void* p, uintptr_t* base, Allocation* out) {
 cudaError_t release(void* p, cudaMemoryType type) {
   if (!p) return cudaSuccess;
   countFree();
+  Allocation a;
   {
     std::lock_guard<std::mutex> lock(memory().mutex);
     auto it = memory().live.find(reinterpret_cast<uintptr_t>(p));
-    if (it == memory().live.end() || it->second.type != type) return fail(cudaErrorInvalidValue);
+    // Another process's memory goes with cudaIpcCloseMemHandle, not a free.
+    if (it == memory().live.end() || it->second.type != type || it->second.ipcOpens > 0) return fail(cudaErrorInvalidValue);
+    a = it->second;
     memory().live.erase(it);
   }
-  std::free(p);
+  if (a.sharedFd >= 0)
+    unmapSharedBlock(p, a.bytes, a.sharedFd);
+  else
+    std::free(p);
   return cudaSuccess;
 }
 
@@ -394,21 +416,50 @@ cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
   return enqueueOrFail(stream, [devPtr] { release(devPtr, cudaMemoryTypeDevice); });
 }
 
-// CUDA IPC: a handle names the block and its process; only the exporting process could map it, and it
-// never needs to (it has the address), so opening one is refused.
+// CUDA IPC (fake_ipc.h): a handle names a cudaMalloc's base; another process maps it, once however often
+// it opens it, and unmaps it at the last close.
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
   FAKECUDA_ENTRY();
-  *handle = cudaIpcMemHandle_t{};
-  const uint64_t where[2] = {reinterpret_cast<uint64_t>(devPtr), static_cast<uint64_t>(getpid())};
-  std::memcpy(handle->reserved, where, sizeof where);
+  uintptr_t base = 0;
+  Allocation a;
+  if (!find(devPtr, &base, &a) || !a.legacyIpc || a.sharedFd < 0 || base != reinterpret_cast<uintptr_t>(devPtr))
+    return fail(cudaErrorInvalidValue);
+  *handle = handleOf(a.sharedFd, a.sharedId, a.bytes);
   return cudaSuccess;
 }
-cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned int) {
+cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int) {
   FAKECUDA_ENTRY();
-  return fail(cudaErrorNotSupported);
+  uint64_t key[2];
+  if (const cudaError_t err = handleKey(handle, key); err != cudaSuccess) return fail(err);
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  Memory& m = memory();
+  if (auto it = m.opened.find({key[0], key[1]}); it != m.opened.end()) {
+    ++m.live[it->second].ipcOpens;
+    *devPtr = reinterpret_cast<void*>(it->second);
+    return cudaSuccess;
+  }
+  void* base = nullptr;
+  size_t bytes = 0;
+  if (const cudaError_t err = mapHandle(handle, &base, &bytes); err != cudaSuccess) return fail(err);
+  Allocation a{bytes, cudaMemoryTypeDevice, currentDevice(), false};
+  a.ipcOpens = 1;
+  a.ipcKey = {key[0], key[1]};
+  m.live[reinterpret_cast<uintptr_t>(base)] = a;
+  m.opened[a.ipcKey] = reinterpret_cast<uintptr_t>(base);
+  *devPtr = base;
+  return cudaSuccess;
 }
-cudaError_t cudaIpcCloseMemHandle(void*) {
+cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
   FAKECUDA_ENTRY();
+  std::lock_guard<std::mutex> lock(memory().mutex);
+  Memory& m = memory();
+  auto it = m.live.find(reinterpret_cast<uintptr_t>(devPtr));
+  if (it == m.live.end() || it->second.ipcOpens == 0) return fail(cudaErrorInvalidValue);
+  if (--it->second.ipcOpens == 0) {
+    unmapSharedBlock(devPtr, it->second.bytes, -1);
+    m.opened.erase(it->second.ipcKey);
+    m.live.erase(it);
+  }
   return cudaSuccess;
 }
 

@@ -140,7 +140,9 @@ GpuMode gpuMode() {
     if (m == "processes") return GpuMode::Processes;
     if (m == "plans") return GpuMode::Plans;
     if (m == "hosts") return GpuMode::Hosts;
-    if (m != "threads") throw std::runtime_error("LOOM_TEST_GPU_MODE=" + m + " is not threads, processes, plans or hosts");
+    if (m == "process-plans") return GpuMode::ProcessPlans;
+    if (m != "threads")
+      throw std::runtime_error("LOOM_TEST_GPU_MODE=" + m + " is not threads, processes, plans, hosts or process-plans");
     return GpuMode::Threads;
   }();
   return mode;

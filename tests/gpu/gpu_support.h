@@ -63,7 +63,10 @@ void cudaCheck(int error, const char* what);
 //   plans      rank threads as plan kernels (tests/gpu/meson.build also sets LOOM_DEVICE_PLANS=require)
 //   hosts      rank processes that each say they are on a host of their own (LOOM_HOSTID), so that plan
 //              kernels reach each other through network lanes
-enum class GpuMode { Threads, Processes, Plans, Hosts };
+//   process-plans  rank processes on one GPU as plan kernels, their FIFOs mapped through CUDA IPC (the
+//              meson test sets LOOM_DEVICE_PLANS=require; on a GPU their kernels run side by side only
+//              under MPS)
+enum class GpuMode { Threads, Processes, Plans, Hosts, ProcessPlans };
 GpuMode gpuMode();
 
 }  // namespace loomgpu

@@ -27,10 +27,13 @@ using loomtest::Op;
 
 Launch launch() {
   const GpuMode mode = gpuMode();
-  return mode == GpuMode::Processes || mode == GpuMode::Hosts ? Launch::Processes : Launch::Threads;
+  return mode == GpuMode::Processes || mode == GpuMode::Hosts || mode == GpuMode::ProcessPlans ? Launch::Processes
+                                                                                                : Launch::Threads;
 }
-// Plan kernels run: as rank threads, or through network lanes.
-bool planKernels() { return gpuMode() == GpuMode::Plans || gpuMode() == GpuMode::Hosts; }
+// Plan kernels run: as rank threads, as rank processes through CUDA IPC, or through network lanes.
+bool planKernels() {
+  return gpuMode() == GpuMode::Plans || gpuMode() == GpuMode::Hosts || gpuMode() == GpuMode::ProcessPlans;
+}
 
 // Each rank a host of its own: every peer is reached through network lanes.
 std::string ownHost(int rank) {
