@@ -133,6 +133,16 @@ for step in "${steps[@]}"; do
       gtest_item plans-fifo 20 150 30 "$bin/${binary[tests]}" \
         'Ranks/DeviceCollectives.AllReduce/*:Ranks/DeviceCollectives.AllGather/*:Ranks/DeviceCollectives.ReduceScatter/*:Ranks/DeviceCollectives.Broadcast/*' \
         LOOM_TEST_GPU_MODE=plans LOOM_DEVICE_PLANS=require LOOM_DEVICE_PEER_MEMORY=0
+      # Rank processes on the GPU as plan kernels, their FIFOs mapped by CUDA IPC: their kernels run side
+      # by side only under MPS (FakeCuda's always do, so the dry run runs it too).
+      if [ "$dry" = 1 ] || mps_start; then
+        gtest_item plans-processes 20 150 30 "$bin/${binary[tests]}" \
+          'Ranks/DeviceCollectives.AllReduce/*:Ranks/DeviceCollectives.AllGather/*' \
+          LOOM_TEST_GPU_MODE=process-plans LOOM_DEVICE_PLANS=require
+        [ "$dry" = 1 ] || mps_stop
+      else
+        item_skip plans-processes "no MPS here: kernels of two processes would take turns on the GPU"
+      fi
       ;;
     staged)
       ensure_binaries || continue

@@ -206,6 +206,11 @@ sys.exit(1 if wrong else 0)
 PY
 }
 
+# The MPS control daemon, where the machine has it: kernels of several processes then run side by side
+# on one GPU. mps_start fails where there is none (or it does not start); mps_stop stops what it started.
+mps_start() { command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>/dev/null; }
+mps_stop() { echo quit | nvidia-cuda-mps-control 2>/dev/null || true; }
+
 # NVIDIA's nccl-tests, unchanged (issue of record: the GPU latency one, point 6): each collective's
 # binary with one rank on the GPU, the data check on, and again captured into CUDA graphs (-G 20); then
 # two processes sharing GPU 0. Kernels of two processes run side by side on one GPU only under MPS: where
@@ -228,7 +233,7 @@ step_nccltests() {
   done
   nccltests_item nccl-tests-all_reduce-graph 1 "1 rank, graphs" all_reduce -- "${sizes[@]}" -g 1 -G 20
   local mps=staged plans=()
-  if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>/dev/null; then
+  if mps_start; then
     mps="plan kernels under MPS" plans=(LOOM_DEVICE_PLANS=1)
   fi
   note "nccl-tests: 2 processes on GPU 0: $mps"
@@ -237,5 +242,5 @@ step_nccltests() {
   done
   nccltests_item nccl-tests-2proc-all_reduce-graph 2 "2 processes on GPU 0, $mps, graphs" all_reduce \
     NCCL_TESTS_DEVICE=0 "${plans[@]}" -- "${sizes[@]}" -G 20
-  [ "$mps" = staged ] || echo quit | nvidia-cuda-mps-control 2>/dev/null || true
+  [ "$mps" = staged ] || mps_stop
 }
