@@ -292,6 +292,7 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
       break;
     }
     fifos.ipcOpened_[r] = true;
+    fifos.ipcPeers_.push_back(PeerProcess{r, peer.pid});
   }
   LOOM_TRY(agreeOnSetupStep(exchange, mapFailure, why).withContext("p2p transport setup"));
   if (!why->empty()) return Status::Ok();

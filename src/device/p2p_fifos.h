@@ -39,6 +39,7 @@
 #include "device/device_layer.h"
 #include "device/fifo_layout.h"
 #include "device/p2p_policy.h"
+#include "device/peer_process_watch.h"
 #include "kernels/cuda/device_plan_layout.h"
 
 namespace loom::device {
@@ -75,6 +76,8 @@ class P2pFifos {
   std::span<const cuda::DeviceFifo> recvs() const { return recvs_; }
   // Ranks on other hosts (the tables above have nothing for them until adoptNetFifos), by rank.
   const std::vector<bool>& netPeers() const { return netPeers_; }
+  // The ranks of other processes whose blocks this rank mapped through CUDA IPC, with their pids.
+  const std::vector<PeerProcess>& ipcPeers() const { return ipcPeers_; }
   bool hasNetPeers() const;
   // The network lanes' FIFOs join the tables, for the peers on other hosts.
   void adoptNetFifos(const NetLaneTables& tables);
@@ -131,6 +134,7 @@ class P2pFifos {
   std::vector<bool> netPeers_;     // by rank: on another host than this rank
   std::vector<char*> blocks_;      // by rank: where this rank sees each rank's block
   std::vector<bool> ipcOpened_;    // by rank: mapped through the process's IPC mappings (released when done)
+  std::vector<PeerProcess> ipcPeers_;  // those ranks and their processes
   std::vector<bool> sameProcess_;  // by rank: shares this process's address space (direct mode)
   bool directPeersOnOtherGpus_ = false;
   bool sharesGpuInThisProcess_ = false;

@@ -173,6 +173,11 @@ Status PlanKernels::setUp(int gpu) {
     return Status::Ok();
   }
   setup_ = PlanKernelSetup::Ready;
+  if (!fifos_->ipcPeers().empty())
+    peerWatch_ = std::make_unique<PeerProcessWatch>(fifos_->ipcPeers(), [this](const PeerProcess& p) {
+      peerLost(errorStatus(loomRemoteError, "rank {} (pid {}, its FIFOs mapped through CUDA IPC) died (its process exited)",
+                           p.rank, p.pid));
+    });
   LOOM_INFO(Init, "{}: device buffers run as plan kernels on GPU {}", facts_.describe, gpu);
   return Status::Ok();
 }
@@ -195,7 +200,7 @@ Status PlanKernels::startNetLanes(std::string* why) {
   tables.nchannels = fifos_->nchannels();
   tables.laneChannels = laneChannels;
   if (netFifos_) tables = netFifos_->tables();
-  Status started = facts_.netLanes.start(tables, local, [this](const Status& error) { netLaneFailed(error); },
+  Status started = facts_.netLanes.start(tables, local, [this](const Status& error) { peerLost(error); },
                                          &netProxy_);
   // Every rank says whether its proxy started (connections fail on the ranks that see it), so that all
   // run plan kernels, or none.
@@ -216,18 +221,18 @@ Status PlanKernels::startNetLanes(std::string* why) {
   return Status::Ok();
 }
 
-void PlanKernels::netLaneFailed(const Status& error) {
+void PlanKernels::peerLost(const Status& error) {
   std::lock_guard<std::mutex> lock(mutex_);
-  netBroken_ = error.withContext(facts_.describe);
+  if (peerBroken_.ok()) peerBroken_ = error.withContext(facts_.describe);
   if (destroying_) raiseAbort();  // the launches being waited for end now rather than at their timeout
-  else checkNetLanesLocked();
+  else checkPeersLocked();
 }
 
-// A broken network lane fails the communicator only while a launch may wait on it.
-void PlanKernels::checkNetLanesLocked() {
-  if (netBroken_.ok() || failed_.load()) return;
+// A lost peer fails the communicator only while a launch may wait on it.
+void PlanKernels::checkPeersLocked() {
+  if (peerBroken_.ok() || failed_.load()) return;
   reapLocked();
-  if (!launches_.empty() || !captured_.empty()) fail(netBroken_);
+  if (!launches_.empty() || !captured_.empty()) fail(peerBroken_);
 }
 
 uint32_t PlanKernels::launchChannels() const {
@@ -363,7 +368,7 @@ Status PlanKernels::launch(std::vector<KernelPlan>& plans, std::span<const loomS
   if (netProxy_) {
     netProxy_->wake();
     std::lock_guard<std::mutex> lock(mutex_);
-    checkNetLanesLocked();  // a lane that broke before this launch: the launch would wait on it
+    checkPeersLocked();  // a peer lost before this launch: the launch would wait on it
   }
   return launched;
 }

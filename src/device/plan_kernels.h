@@ -58,6 +58,7 @@
 #include "device/host_flags.h"
 #include "device/net_lane_fifos.h"
 #include "device/p2p_fifos.h"
+#include "device/peer_process_watch.h"
 #include "device/pinned_pool.h"
 #include "device/plan_cache.h"
 #include "device/plan_slots.h"
@@ -193,10 +194,11 @@ class PlanKernels {
   // Collective, after the p2p FIFOs are up in a job of several hosts: the network lanes' FIFOs and
   // their proxy. *why is "" when they run, else the reason (the same on every rank).
   Status startNetLanes(std::string* why);
-  // The proxy's report of a broken lane: it fails the communicator when a launch may wait on it, else
-  // it is kept for the next launch (a peer that closed its communicator breaks its lanes too).
-  void netLaneFailed(const Status& error);
-  void checkNetLanesLocked();
+  // A peer lost: the network lanes' proxy reports a broken lane, the peer watch a process (of this
+  // host, sharing the GPU) that exited. It fails the communicator when a launch may wait on the peer,
+  // else it is kept for the next launch (a peer that closed its communicator breaks its lanes too).
+  void peerLost(const Status& error);
+  void checkPeersLocked();
   // A finished launch to reuse, or a new one.
   std::shared_ptr<KernelLaunch> newLaunch();
   // Reports and forgets finished launches; reports what a captured launch's replays saw. Under mutex_.
@@ -216,7 +218,7 @@ class PlanKernels {
   // slots before they are freed). With a proxy, a launch uses at most the lanes' channels.
   std::unique_ptr<NetLaneFifos> netFifos_;
   std::unique_ptr<NetLaneProxy> netProxy_;
-  Status netBroken_;         // guarded by mutex_
+  Status peerBroken_;        // guarded by mutex_: the first peer lost (peerLost)
   bool destroying_ = false;  // guarded by mutex_: the destructor waits for the launches
   // maxLanesPerChannel by (collective, algorithm, root): the same for every operation of that shape.
   std::map<std::tuple<int, int, int>, uint64_t> lanesPerChannel_;
@@ -252,6 +254,8 @@ class PlanKernels {
   std::atomic<uint64_t> lastFirstUnfinished_{0};  // progress()'s last answer
   std::atomic<int> lastWaitingOn_{-1};
   std::atomic<volatile uint32_t*> abortWord_{nullptr};
+  // Last, so destroyed first: its thread calls peerLost, which needs everything above.
+  std::unique_ptr<PeerProcessWatch> peerWatch_;
 };
 
 }  // namespace loom::device
