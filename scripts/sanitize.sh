@@ -116,9 +116,9 @@ if build build-tsan "${tsan_tests[@]}" "${tsan_matrices[@]}" "${tsan_cuda_tests[
     run_tests build-tsan fakecuda_collectives_peer \
       --test-args='--gtest_filter=Ranks/DeviceCollectives.AllReduce/n2:Ranks/DeviceCollectives.AllGather/n3:Ranks/DeviceCollectives.ReduceScatter/n2:Ranks/DeviceCollectives.Broadcast/n2'
     # Rank processes' plan kernels through FIFOs mapped by CUDA IPC (each process's side: TSan sees no
-    # other process's threads).
+    # other process's threads), and the watch that sees a peer process exit raising the abort word.
     run_tests build-tsan fakecuda_collectives_process_plans \
-      --test-args='--gtest_filter=Ranks/DeviceCollectives.AllReduce/n2:Ranks/DeviceCollectives.AllGather/n2'
+      --test-args='--gtest_filter=Ranks/DeviceCollectives.AllReduce/n2:Ranks/DeviceCollectives.AllGather/n2:Ranks/DeviceCollectives.APeerThatDiesIsNamedBeforeTheTimeout/n2'
     # The lanes' notes of whom they wait on, read by another thread while they run (the flight record).
     run_tests build-tsan fakecuda_device_flight_record
   fi

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include "base/settings.h"
@@ -125,7 +126,11 @@ PlanKernels::~PlanKernels() {
 
 void PlanKernels::raiseAbort() {
   failed_.store(true);
-  if (volatile uint32_t* word = abortWord_.load()) *word = 1;
+  // Any thread may raise it (a failure, loomCommAbort, a lost peer) while lanes read it: an atomic
+  // store, as the lanes' loads are (a GPU reads the pinned word with volatile loads; the host emulation
+  // with atomic ones, and ThreadSanitizer holds a plain store against them).
+  if (volatile uint32_t* word = abortWord_.load())
+    std::atomic_ref<uint32_t>(const_cast<uint32_t&>(*word)).store(1, std::memory_order_release);
 }
 
 void PlanKernels::fail(const Status& error) {
