@@ -30,6 +30,8 @@ Launch launch() {
   return mode == GpuMode::Processes || mode == GpuMode::Hosts || mode == GpuMode::ProcessPlans ? Launch::Processes
                                                                                                 : Launch::Threads;
 }
+// Plan kernels on one GPU: rank threads, or rank processes through CUDA IPC.
+bool planKernelsOnOneGpu() { return gpuMode() == GpuMode::Plans || gpuMode() == GpuMode::ProcessPlans; }
 // Plan kernels run: as rank threads, as rank processes through CUDA IPC, or through network lanes.
 bool planKernels() {
   return gpuMode() == GpuMode::Plans || gpuMode() == GpuMode::Hosts || gpuMode() == GpuMode::ProcessPlans;
@@ -143,7 +145,7 @@ TEST_P(DeviceCollectives, NullStreamIsRefusedWhereItWouldSerializeRanks) {
 // A buffer that is not aligned to its elements would trap the GPU (a sticky error that ends the
 // process's context): refused with loomInvalidArgument before anything is enqueued.
 TEST_P(DeviceCollectives, MisalignedBuffersAreRefused) {
-  if (gpuMode() != GpuMode::Plans) GTEST_SKIP() << "rank threads as plan kernels only";
+  if (!planKernelsOnOneGpu()) GTEST_SKIP() << "plan kernels on one GPU only";
   expectOnEveryRank(GetParam(), [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
     const size_t count = 1000;
     DeviceBuffer buf(count * sizeof(float) + 4, 29);
@@ -346,7 +348,7 @@ TEST_P(DeviceCollectives, Large) {
 // a fresh cudaHostAlloc synchronized the device while a peer's kernel waited for this rank's launch:
 // every rank hung until the timeout.
 TEST_P(DeviceCollectives, EncodingsLargerThanASlot) {
-  if (gpuMode() != GpuMode::Plans) GTEST_SKIP() << "rank threads as plan kernels only";
+  if (!planKernelsOnOneGpu()) GTEST_SKIP() << "plan kernels on one GPU only";
   if (GetParam() != 3) GTEST_SKIP() << "one rank count suffices";
   setenv("LOOM_ALGO", "direct", 1);
   setenv("LOOM_CHUNK_BYTES", "16384", 1);
