@@ -21,12 +21,16 @@ namespace loom {
 struct WaitList {
   std::vector<pollfd> fds;
   int64_t maxSleepUs = INT64_MAX;
+  // A large message is moving through the kernel's sockets: its copies need a core as much as the
+  // waiting thread does (core/run/executor.h stops spinning when cores are short).
+  bool bulk = false;
 
   void add(int fd, short events) { fds.push_back(pollfd{fd, events, 0}); }
   void capSleep(int64_t us) { maxSleepUs = std::min(maxSleepUs, us); }
   void clear() {
     fds.clear();
     maxSleepUs = INT64_MAX;
+    bulk = false;
   }
 };
 

@@ -189,7 +189,7 @@ class IdleWaiter {
     *progressed = false;
     waited_ = true;
     maxSleepUs = std::min(maxSleepUs, waits.maxSleepUs);
-    if (spinning() && (waits.fds.empty() || !spinDelaysNetwork())) {
+    if (spinning() && (!waits.bulk || !spinDelaysNetwork())) {
       pause();
       return Status::Ok();
     }
@@ -213,9 +213,10 @@ class IdleWaiter {
   bool spinning();
   // The memory peer this thread waits on waits on this same core, and this thread did not move away.
   bool peerNeedsThisCore();
-  // A wait on network connections that has lasted a while, on a machine with more runnable threads
-  // than cores (probed every so often): a spin would hold a core that the sender or the kernel's
-  // network processing needs, and delay the very data it waits for.
+  // A wait on a large message through the network (WaitList::bulk) that has lasted a while, on a
+  // machine with more runnable threads than cores (probed every so often): a spin would hold a core
+  // that the sender or the kernel's network processing needs, and delay the very data it waits for.
+  // Small messages keep their spin: a thread that sleeps waits for a core to be woken on.
   bool spinDelaysNetwork();
   // One pass of a spin.
   void pause();

@@ -281,6 +281,13 @@ void SocketLink::addWaits(WaitList* waits) {
     return;
   }
   if (!controlQueue_.empty() && !peerClosed_) waits->add(control_->fd(), sending_ ? POLLOUT : POLLIN);
+  // A message past the inline size is under way (a receive: a buffer that large is posted), from its
+  // header to its last piece.
+  const size_t inlineBytes = shared_->config.inlineBytes;
+  if (std::any_of(messages_.begin(), messages_.end(), [&](const Message& m) {
+        return m.inUse && (sending_ ? m.header : m.capacity) > inlineBytes;
+      }))
+    waits->bulk = true;
   const bool piecesPending = std::any_of(messages_.begin(), messages_.end(), [](const Message& m) {
     return m.inUse && m.piecesLeft.load(std::memory_order_relaxed) != 0;
   });
