@@ -34,9 +34,8 @@ constexpr uint64_t kHealthCheckNs = 100'000'000;  // how often a stalled wait lo
 constexpr int64_t kRootCauseGraceMs = 500;
 // A wait shorter than this with nothing to poll naps in ppoll rather than yielding the core.
 constexpr int64_t kPollOnlyNapUs = 1000;
-// A wait on network connections spins this long before it asks whether the machine has a core for
-// every runnable thread (small messages across hosts answer within it, and pay nothing), then asks
-// again this often while it still spins.
+// A wait on a large network message spins this long before it asks whether the machine has a core
+// for every runnable thread, then asks again this often while it still spins.
 constexpr int64_t kNetworkSpinProbeNs = 20'000;
 constexpr int64_t kNetworkSpinProbePeriodNs = 100'000;
 
