@@ -1,28 +1,19 @@
 #include "device/peer_process_watch.h"
 
 #include <poll.h>
-#include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+
+#include "base/process_exit.h"
 
 namespace loom::device {
 
 namespace {
 
 constexpr int kLookMs = 100;  // without pidfds: how often the peers are looked at
-
-int openPidfd(int pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
-}
 
 }  // namespace
 
@@ -68,7 +59,7 @@ void PeerProcessWatch::run() {
       }
     if (looking)
       for (size_t i = 0; i < peers_.size(); ++i)
-        if (!reported[i] && pidfds_[i] < 0 && ::kill(peers_[i].pid, 0) != 0 && errno == ESRCH) {
+        if (!reported[i] && pidfds_[i] < 0 && processExited(peers_[i].pid, -1)) {
           reported[i] = true;
           exited_(peers_[i]);
         }

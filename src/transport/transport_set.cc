@@ -1,8 +1,6 @@
 #include "transport/transport_set.h"
 
 #include <poll.h>
-#include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/process_exit.h"
 #include "transport/memory_fifo.h"
 #include "transport/net/net_setup.h"
 #include "transport/net/provider_choice.h"
@@ -60,29 +59,6 @@ TransportSet::~TransportSet() {
     LOOM_INFO(Net, "rank {}: sent {} bytes over the network straight from the caller's buffers, {} through slots",
               rank_, netCounters_.direct, netCounters_.slots);
 }
-
-namespace {
-
-// A killed process stays a zombie until its parent reaps it, and kill(pid, 0) still finds it; a
-// pidfd turns readable as soon as the process exits.
-int openPidfd(int pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
-}
-
-bool processGone(int pid, int pidfd) {
-  if (pidfd >= 0) {
-    pollfd p{pidfd, POLLIN, 0};
-    return ::poll(&p, 1, 0) > 0;
-  }
-  return kill(pid, 0) != 0 && errno == ESRCH;
-}
-
-}  // namespace
 
 std::vector<int> TransportSet::memoryPeersOf(int rank) const {
   std::vector<int> list;
@@ -299,7 +275,7 @@ Status TransportSet::peerHealth(int peer) const {
   if (!peerSegments_[peer]) return Status::Ok();
   // A recorded failure names its cause (often another rank), so it wins over a later exit.
   LOOM_TRY(peerRecordedFailure(peer));
-  if (kinds_[peer] == TransportKind::Shm && processGone(peers_[peer].pid, pidfds_[peer]))
+  if (kinds_[peer] == TransportKind::Shm && processExited(peers_[peer].pid, pidfds_[peer]))
     return errorStatus(loomRemoteError, "{} died (its process exited)", describePeer(peer));
   return Status::Ok();
 }
