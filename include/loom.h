@@ -312,6 +312,24 @@ typedef struct {
 } loomDeviceProfile_t;
 LOOM_API loomResult_t loomCommDeviceProfile(loomComm_t comm, loomDeviceProfile_t* profile, int reset);
 
+/*
+ * Windows (NCCL's ncclCommWindowRegister): device buffers every rank registers collectively. Rank
+ * processes sharing one GPU then read and write each other's buffers directly (peer-memory plans: one
+ * handshake per call, no FIFO) in collectives whose input and output lie in windows, as rank threads
+ * of one process always may; elsewhere a window changes nothing. Every rank calls it, in the same
+ * order, with a buffer of its own (sizes may differ), and keeps the memory allocated until the window
+ * is deregistered; the memory must be one CUDA IPC can share (cudaMalloc's; not stream-ordered pools'
+ * or cuMem allocations'). Every rank passes buffers of its windows to a collective, or none does:
+ * ranks that disagree fail, or wait out LOOM_TIMEOUT_MS. At most 64 windows per communicator.
+ * loomInvalidArgument on every rank, naming the rank and why, when one rank's buffer cannot be a window.
+ */
+typedef struct loomWindow* loomWindow_t;
+LOOM_API loomResult_t loomCommWindowRegister(loomComm_t comm, void* buff, size_t size, loomWindow_t* win);
+/* Collective: ends the window on every rank, once this rank's operations on comm in flight finished. */
+LOOM_API loomResult_t loomCommWindowDeregister(loomComm_t comm, loomWindow_t win);
+/* The buffer a window was registered with, as this rank addresses it. */
+LOOM_API loomResult_t loomWindowGetUserPtr(loomComm_t comm, loomWindow_t win, void** buff);
+
 #ifdef __cplusplus
 }
 #endif

@@ -94,7 +94,8 @@ setup build-tsan thread 1 auto
 tsan_cuda_tests=()
 if meson test -C build-tsan --list 2>/dev/null | grep gpu_plan_interpreter_emulated >/dev/null; then
   tsan_cuda_tests=(gpu_plan_interpreter_emulated fakecuda_collectives_plans fakecuda_collectives_processes
-                   fakecuda_device_flight_record fakecuda_collectives_peer fakecuda_collectives_process_plans)
+                   fakecuda_device_flight_record fakecuda_collectives_peer fakecuda_collectives_process_plans
+                   fakecuda_windows_processes)
 else
   echo "SKIP TSan over the CUDA plan interpreter and FakeCuda: no CUDA toolkit found"
   skipped=$((skipped + 1))
@@ -119,6 +120,8 @@ if build build-tsan "${tsan_tests[@]}" "${tsan_matrices[@]}" "${tsan_cuda_tests[
     # other process's threads), and the watch that sees a peer process exit raising the abort word.
     run_tests build-tsan fakecuda_collectives_process_plans \
       --test-args='--gtest_filter=Ranks/DeviceCollectives.AllReduce/n2:Ranks/DeviceCollectives.AllGather/n2:Ranks/DeviceCollectives.APeerThatDiesIsNamedBeforeTheTimeout/n2'
+    # Windows: registration, the device table's copy and the kernels' translation of peers' buffers.
+    run_tests build-tsan fakecuda_windows_processes
     # The lanes' notes of whom they wait on, read by another thread while they run (the flight record).
     run_tests build-tsan fakecuda_device_flight_record
   fi

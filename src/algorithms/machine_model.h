@@ -43,7 +43,8 @@ struct MachineModel {
   // misses on another FIFO's flags and data); measured, extra channels only pay for large messages.
   uint64_t minChannelBytes = 0;
   // The ranks can read and write each other's buffers (device plan kernels of rank threads of one
-  // process on one GPU): the peer-memory algorithms are candidates (PlanRequest::peerMemory).
+  // process on one GPU, or of rank processes on one GPU for buffers in windows: core's window tuner):
+  // the peer-memory algorithms are candidates (PlanRequest::peerMemory).
   bool peerMemory = false;
 
   int ranksInNode() const { return ranksPerNode <= 0 || ranksPerNode > nranks ? nranks : ranksPerNode; }

@@ -1,5 +1,6 @@
 // Peer-memory plans: for ranks that can read and write each other's buffers (device plan kernels of
-// rank threads on one GPU), a collective needs no messages: each rank reads its peers' inputs or writes
+// rank threads on one GPU; of rank processes on one GPU, on buffers in windows), a collective needs no
+// messages: each rank reads its peers' inputs or writes
 // into their outputs, and the only handshakes are two Meets per lane (plan.h), one when every rank's
 // buffers are ready (the kernels have started), one when nobody touches a peer's memory any more.
 //
@@ -47,7 +48,7 @@ Status checkPeerRequest(const PlanRequest& req, const char* name) {
   LOOM_TRY(detail::validateRequest(req));
   if (!req.peerMemory)
     return invalidArgument("{}: needs ranks that can address each other's buffers (device plan kernels of rank "
-                           "threads on one GPU)",
+                           "threads on one GPU, or of rank processes on one GPU on buffers in windows)",
                            name);
   if (req.nranks > kMaxPeerMemoryRanks)
     return invalidArgument("{}: {} ranks; peer-memory plans serve at most {}", name, req.nranks, kMaxPeerMemoryRanks);

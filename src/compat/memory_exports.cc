@@ -71,3 +71,32 @@ LOOM_NCCL_EXPORT ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* h
   return ncclSuccess;
 }
 LOOM_NCCL_ALIAS(ncclCommDeregister)
+
+// Windows: Loom's own (loomCommWindowRegister), whose handle is NCCL's. NCCL_WIN_COLL_SYMMETRIC asks
+// for NCCL's symmetric kernels, which need the same offset into every rank's window; Loom's
+// peer-memory plans read each rank's buffers where they are, so both flags mean the same here.
+LOOM_NCCL_EXPORT ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                                      int winFlags) {
+  forgetError();
+  if (!win) return fail(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
+  *win = nullptr;
+  if (winFlags & ~kNcclWinCollSymmetric)
+    return fail(ncclInvalidArgument, "ncclCommWindowRegister: unknown flags " + std::to_string(winFlags));
+  loomWindow_t window = nullptr;
+  const loomResult_t r = loomCommWindowRegister(toLoom(comm), buff, size, &window);
+  if (r == loomSuccess) *win = reinterpret_cast<ncclWindow_t>(window);
+  return toNccl(r);
+}
+LOOM_NCCL_ALIAS(ncclCommWindowRegister)
+
+LOOM_NCCL_EXPORT ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  forgetError();
+  return toNccl(loomCommWindowDeregister(toLoom(comm), reinterpret_cast<loomWindow_t>(win)));
+}
+LOOM_NCCL_ALIAS(ncclCommWindowDeregister)
+
+LOOM_NCCL_EXPORT ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  forgetError();
+  return toNccl(loomWindowGetUserPtr(toLoom(comm), reinterpret_cast<loomWindow_t>(win), outUserPtr));
+}
+LOOM_NCCL_ALIAS(ncclWinGetUserPtr)

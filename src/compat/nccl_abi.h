@@ -23,6 +23,9 @@ typedef struct ncclWindow_vidmem* ncclWindow_t;
 typedef ::CUstream_st* cudaStream_t;
 typedef struct ncclParamHandle* ncclParamHandle_t;
 
+// ncclCommWindowRegister's flags (NCCL 2.27+).
+constexpr int kNcclWinCollSymmetric = 0x01;
+
 constexpr int kNcclUniqueIdBytes = 128;
 typedef struct {
   char internal[kNcclUniqueIdBytes];

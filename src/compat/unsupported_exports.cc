@@ -15,8 +15,7 @@ ncclResult_t notServed(const char* function, const char* why) {
   return fail(ncclInvalidUsage, std::string(function) + ": not served by Loom's libnccl.so.2 (" + why + ")");
 }
 
-constexpr const char* kWindows = "Loom has no symmetric-memory windows or one-sided operations; use send/recv or "
-                                 "collectives";
+constexpr const char* kWindows = "Loom has no one-sided operations on windows; use send/recv or collectives";
 constexpr const char* kDevice = "NCCL's device API (kernels that communicate by themselves) has no Loom equivalent";
 
 }  // namespace
@@ -35,23 +34,6 @@ LOOM_NCCL_EXPORT ncclResult_t pncclCommMemStats(ncclComm_t, ncclCommMemStat_t, u
   return notServed("ncclCommMemStats", "Loom does not count a communicator's GPU memory by these categories");
 }
 LOOM_NCCL_ALIAS(ncclCommMemStats)
-
-LOOM_NCCL_EXPORT ncclResult_t pncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
-  if (win) *win = nullptr;
-  return notServed("ncclCommWindowRegister", kWindows);
-}
-LOOM_NCCL_ALIAS(ncclCommWindowRegister)
-
-LOOM_NCCL_EXPORT ncclResult_t pncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
-  return notServed("ncclCommWindowDeregister", kWindows);
-}
-LOOM_NCCL_ALIAS(ncclCommWindowDeregister)
-
-LOOM_NCCL_EXPORT ncclResult_t pncclWinGetUserPtr(ncclComm_t, ncclWindow_t, void** outUserPtr) {
-  if (outUserPtr) *outUserPtr = nullptr;
-  return notServed("ncclWinGetUserPtr", kWindows);
-}
-LOOM_NCCL_ALIAS(ncclWinGetUserPtr)
 
 LOOM_NCCL_EXPORT ncclResult_t pncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int,
                                              unsigned int, ncclComm_t, cudaStream_t) {

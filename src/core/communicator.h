@@ -63,6 +63,12 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out);
 
 }  // namespace loom
 
+// A window (loomCommWindowRegister): its slot in the communicator's device layer (device/peer_windows.h).
+struct loomWindow {
+  loomComm* comm = nullptr;
+  uint32_t slot = 0;
+};
+
 struct loomComm {
   int rank = 0;
   int nranks = 1;
@@ -97,6 +103,10 @@ struct loomComm {
   // Every rank builds the same machine models from the job's topology, so every rank makes the same choice.
   std::unique_ptr<loom::Tuner> tuner;
   std::unique_ptr<loom::Tuner> deviceTuner;
+  // Plan kernels on buffers in windows (loomCommWindowRegister): the device model with peer-memory
+  // plans among the candidates, where rank processes share a GPU (device::DeviceFabric).
+  std::unique_ptr<loom::Tuner> windowTuner;
+  std::vector<std::unique_ptr<loomWindow>> windows;  // registered, under `busy`
   // Keyed without rings or node shape: both are fixed for the communicator's lifetime.
   loom::PlanCache planCache;
   int64_t spinNs = 0;           // spin this long before sleeping (short when ranks outnumber cores)

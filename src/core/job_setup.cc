@@ -140,6 +140,9 @@ void adoptDeviceFabric(loomComm* comm) {
   m.fifoSlots = fabric.fifoSlots;  // the GPU FIFOs' (LOOM_DEVICE_FIFO_SLOTS), not the host transports'
   m.peerMemory = fabric.peerMemory;  // rank threads of one GPU: peer-memory plans are candidates
   comm->deviceTuner->setMachine(m);
+  // Rank processes of one GPU: they are, for buffers in windows.
+  m.peerMemory = fabric.peerMemory || fabric.peerMemoryInWindows;
+  comm->windowTuner->setMachine(m);
 }
 
 Status setUpJobTopology(loomComm* comm) {
@@ -163,6 +166,7 @@ Status setUpJobTopology(loomComm* comm) {
   const std::vector<std::vector<int>> rings = emulatedNodes ? std::vector<std::vector<int>>{} : comm->job.rings;
   comm->tuner = std::make_unique<Tuner>(commMachine(*comm, MemorySide::Host), rings);
   comm->deviceTuner = std::make_unique<Tuner>(commMachine(*comm, MemorySide::Device), rings);
+  comm->windowTuner = std::make_unique<Tuner>(commMachine(*comm, MemorySide::Device), rings);
   comm->hostGraph = std::move(graph);
   return Status::Ok();
 }

@@ -26,6 +26,12 @@ class CudaCommDevice final : public CommDevice {
   void poll() override { kernels_.poll(); }
   Status profile(bool reset, loomDeviceProfile_t* out) override { return kernels_.profile(reset, out); }
   DeviceProgress progress() override { return kernels_.progress(); }
+  Status registerWindow(void* p, size_t bytes, uint32_t* slot) override { return kernels_.registerWindow(p, bytes, slot); }
+  Status deregisterWindow(uint32_t slot) override { return kernels_.deregisterWindow(slot); }
+  std::pair<void*, size_t> window(uint32_t slot) const override { return kernels_.window(slot); }
+  bool inWindows(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) const override {
+    return kernels_.inWindows(send, sendBytes, recv, recvBytes);
+  }
 
   PlanKernels& kernels() { return kernels_; }
   StreamStaging& streams() { return streams_; }

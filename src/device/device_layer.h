@@ -209,6 +209,9 @@ struct DeviceFabric {
   double gpuCopyGbs = 0;   // the copy rate of the slowest GPU that ranks share (0: none shared, or unknown)
   int ranksPerGpu = 1;     // the most ranks of the communicator on one GPU (same host, same bus id)
   bool peerMemory = false;  // peer-memory plans can run: every rank a thread of this process on this GPU
+  // Peer-memory plans can run on buffers in windows (loomCommWindowRegister): every rank on this GPU,
+  // some in other processes (device/peer_windows.h).
+  bool peerMemoryInWindows = false;
 };
 
 class CommDevice {
@@ -244,6 +247,18 @@ class CommDevice {
   virtual Status profile(bool reset, loomDeviceProfile_t* out) = 0;
   // Where the launches in flight are (DeviceProgress); from any thread.
   virtual DeviceProgress progress() = 0;
+
+  // ---- Windows (device/peer_windows.h): collective registrations of device buffers
+  // Registers [p, p + bytes) on every rank (*slot: the same on every rank); plan kernels, when set
+  // up, let ranks in other processes on this GPU address it. Every rank fails alike when one cannot.
+  virtual Status registerWindow(void* p, size_t bytes, uint32_t* slot) = 0;
+  // Ends the window in `slot` on every rank, after this rank's launches finished.
+  virtual Status deregisterWindow(uint32_t slot) = 0;
+  // This rank's window in `slot` ({nullptr, 0}: none).
+  virtual std::pair<void*, size_t> window(uint32_t slot) const = 0;
+  // Whether an operation's input and output lie in windows that peer-memory plans can use
+  // (DeviceFabric::peerMemoryInWindows): then the device tuner may choose them for it.
+  virtual bool inWindows(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) const = 0;
 };
 
 // The communicator's device state (null in builds without CUDA). Makes no CUDA call.

@@ -51,15 +51,13 @@ Status exportDmabuf(const void* p, size_t bytes, DmabufRange* out) {
     return invalidArgument("dmabuf export of {} bytes at {}: not CUDA device memory", bytes, p);
   std::string why;
   if (!dmabufExportable(info.device, &why)) return invalidArgument("dmabuf export of GPU {} memory: {}", info.device, why);
-  using AddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
   using RangeHandle = CUresult (*)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
-  static const AddressRange addressRange = driverEntryPoint<AddressRange>("cuMemGetAddressRange");
   static const RangeHandle rangeHandle = driverEntryPoint<RangeHandle>("cuMemGetHandleForAddressRange");
-  if (!addressRange || !rangeHandle) return systemError("dmabuf export: the CUDA driver lacks cuMemGetHandleForAddressRange");
-  CUdeviceptr base = 0;
+  if (!rangeHandle) return systemError("dmabuf export: the CUDA driver lacks cuMemGetHandleForAddressRange");
+  const char* start = nullptr;
   size_t size = 0;
-  if (CUresult r = addressRange(&base, &size, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS)
-    return systemError("dmabuf export: cuMemGetAddressRange({}): {}", p, driverError(r));
+  LOOM_TRY(allocationOf(p, &start, &size).withContext("dmabuf export"));
+  const auto base = reinterpret_cast<CUdeviceptr>(start);
   const auto at = reinterpret_cast<CUdeviceptr>(p);
   if (at + bytes > base + size)
     return invalidArgument("dmabuf export of {} bytes at {}: the range runs past its allocation ({} bytes at {:#x})",

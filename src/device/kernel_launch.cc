@@ -252,9 +252,13 @@ void PlanKernels::bindPlans(Run& run) {
     b.timeoutNs = static_cast<uint64_t>(std::max<int64_t>(facts_.timeoutMs, 0)) * 1000000u;
     b.lowLatencyBytes = lowLatencyBytes_;
     b.profile = profile_;
-    b.boards = fifos.boards();  // empty unless every rank is a thread of this process on this GPU
+    b.boards = fifos.boards();  // empty unless every rank runs on this GPU (P2pFifos::peerReach)
     b.boardChannels = fifos.nchannels();
-    b.boardScope = cuda::FifoScope::Gpu;
+    b.boardScope = fifos.boardScope();
+    // Ranks in other processes: peers' buffers are translated through the windows' table. (A launch
+    // of a peer-memory plan comes only after a window was mapped: core chooses one only for buffers
+    // in windows.)
+    b.windows = fifos.peerReach() == PeerReach::Windows && windows_ ? windows_->deviceTable() : nullptr;
     run.planBytes[k] = devicePlanBytes(*kp.plan, b);
     run.firstStatus[k] = run.lanes;
     run.lanes += kp.plan->lanes.size();

@@ -163,6 +163,17 @@ bool coveredByPeerAccess(const void* p) {
   return legacy != 0;
 }
 
+Status allocationOf(const void* p, const char** base, size_t* bytes) {
+  using AddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  static const AddressRange addressRange = driverEntryPoint<AddressRange>("cuMemGetAddressRange");
+  if (!addressRange) return systemError("the CUDA driver lacks cuMemGetAddressRange");
+  CUdeviceptr start = 0;
+  if (CUresult r = addressRange(&start, bytes, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS)
+    return invalidArgument("cuMemGetAddressRange({}): {}", p, driverError(r));
+  *base = reinterpret_cast<const char*>(start);
+  return Status::Ok();
+}
+
 Status cudaStatus(int cudaError, const char* what) {
   if (cudaError == cudaSuccess) return Status::Ok();
   auto err = static_cast<cudaError_t>(cudaError);

@@ -25,6 +25,10 @@ inline bool isDeviceMemory(const void* p) { return queryMemory(p).kind == Memory
 // it cannot say.
 bool coveredByPeerAccess(const void* p);
 
+// The allocation holding `p` (cuMemGetAddressRange): its start and size. An error when the driver does
+// not know `p`.
+Status allocationOf(const void* p, const char** base, size_t* bytes);
+
 // A cudaError_t value as a Status: Ok for cudaSuccess, else "cudaMemcpyAsync: cudaErrorInvalidValue
 // (invalid argument)" as loomUnhandledCudaError.
 Status cudaStatus(int cudaError, const char* what);

@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "device/copy_rate.h"
+#include "device/ipc_mappings.h"
 #include "device/memory_kind.h"
 #include "kernels/cuda/plan_launch.h"
 
@@ -44,53 +45,6 @@ std::string firstRefusal(const std::vector<T>& all, Ok verdictOf) {
   return "";
 }
 
-// Blocks of other processes mapped into this one, shared by every rank of the process: the runtime
-// maps a handle once per process (a second open returns the same address and counts), so the ranks
-// here share one mapping and its count in one place.
-class IpcMappings {
- public:
-  Status open(const cudaIpcMemHandle_t& handle, char** out) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto [it, fresh] = maps_.try_emplace(key(handle));
-    if (fresh) {
-      void* mapped = nullptr;
-      const cudaError_t err = cudaIpcOpenMemHandle(&mapped, handle, cudaIpcMemLazyEnablePeerAccess);
-      if (err != cudaSuccess) {
-        cudaGetLastError();
-        maps_.erase(it);
-        return cudaStatus(err, "cudaIpcOpenMemHandle");
-      }
-      it->second.address = static_cast<char*>(mapped);
-    }
-    ++it->second.users;
-    *out = it->second.address;
-    return Status::Ok();
-  }
-  void close(char* address) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = maps_.begin(); it != maps_.end(); ++it)
-      if (it->second.address == address && --it->second.users == 0) {
-        cudaIpcCloseMemHandle(address);
-        maps_.erase(it);
-        return;
-      }
-  }
-
- private:
-  struct Mapping {
-    char* address = nullptr;
-    int users = 0;
-  };
-  static std::string key(const cudaIpcMemHandle_t& h) { return std::string(h.reserved, sizeof h.reserved); }
-  std::mutex mutex_;
-  std::map<std::string, Mapping> maps_;
-};
-
-IpcMappings& ipcMappings() {
-  static IpcMappings* mappings = new IpcMappings;  // never destroyed: communicators may outlive statics
-  return *mappings;
-}
-
 // A kernel on `device` that writes into `peerDevice`'s memory needs peer access to it: "" or why not.
 std::string enablePeerAccess(int device, int peerDevice, int rank, const std::string& busId, int peer,
                              const std::string& peerBusId) {
@@ -105,6 +59,16 @@ std::string enablePeerAccess(int device, int peerDevice, int rank, const std::st
   if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
     return fmt::format("rank {}: cudaDeviceEnablePeerAccess({}): {}", rank, peerDevice, cudaGetErrorString(err));
   return "";
+}
+
+const char* peerReachText(PeerReach reach, bool setting) {
+  switch (reach) {
+    case PeerReach::AnyBuffer: return "possible";
+    case PeerReach::Windows: return "possible on buffers in windows (loomCommWindowRegister)";
+    case PeerReach::None: break;
+  }
+  return setting ? "not possible (not every rank runs on this GPU with LOOM_DEVICE_PEER_MEMORY on)"
+                 : "off (LOOM_DEVICE_PEER_MEMORY=0)";
 }
 
 }  // namespace
@@ -123,7 +87,7 @@ P2pFifos::~P2pFifos() {
   if (device_ < 0) return;
   DeviceScope scope(device_);
   for (size_t r = 0; r < blocks_.size(); ++r)
-    if (ipcOpened_[r] && blocks_[r]) ipcMappings().close(blocks_[r]);
+    if (ipcOpened_[r] && blocks_[r]) closeIpcMapping(blocks_[r]);
   if (own_ && !keepBlock_) cudaFree(own_);
 }
 
@@ -220,6 +184,7 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
   mine.nslots = f->options_.layout.nslots;
   mine.slotBytes = f->options_.layout.slotBytes;
   mine.netLanes = options.netLanes ? 1 : 0;
+  mine.peerMemory = options.peerMemory ? 1 : 0;
   std::vector<P2pFacts> facts(f->nranks_);
   LOOM_TRY(exchange.allGather(&mine, facts.data(), sizeof mine).withContext("p2p transport setup"));
   std::vector<P2pPolicy> policies;
@@ -286,7 +251,7 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
       fifos.sharesGpuInThisProcess_ = fifos.sharesGpuInThisProcess_ || peer.device == device;
       continue;
     }
-    Status opened = ipcMappings().open(blocks[r].handle, &fifos.blocks_[r]);
+    Status opened = openIpcMapping(blocks[r].handle, &fifos.blocks_[r]);
     if (!opened.ok()) {
       mapFailure = fmt::format("rank {} cannot map rank {}'s FIFOs: {}", fifos.rank_, r, opened.message());
       break;
@@ -312,12 +277,17 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
         fifos.sends_[i].scope = fifos.recvs_[i].scope = cuda::FifoScope::Gpu;
     }
   }
-  // Peer-memory plans: every rank a thread of this process on this GPU (the same verdict everywhere:
-  // every rank has the same facts, and the setting is the process's).
-  bool allHere = fifos.options_.peerMemory && !fifos.hasNetPeers();
-  for (int r = 0; r < fifos.nranks_ && allHere; ++r)
-    allHere = (r == fifos.rank_ || fifos.sameProcess_[r]) && facts[r].device == device;
-  if (allHere) {
+  // Peer-memory plans: every rank on this GPU with the setting on (the same verdict everywhere: every
+  // rank has the same facts). Rank threads of this process address each other's buffers whatever
+  // their allocator; ranks in other processes only inside windows (peer_windows.h).
+  bool oneGpu = !fifos.hasNetPeers();
+  bool oneProcess = true;
+  for (int r = 0; r < fifos.nranks_ && oneGpu; ++r) {
+    oneGpu = facts[r].peerMemory != 0 && std::strcmp(facts[r].busId, mine.busId) == 0;
+    oneProcess = oneProcess && (r == fifos.rank_ || fifos.sameProcess_[r]);
+  }
+  if (oneGpu) {
+    fifos.peerReach_ = oneProcess ? PeerReach::AnyBuffer : PeerReach::Windows;
     const size_t peers = static_cast<size_t>(fifos.nranks_) - 1;
     for (int r = 0; r < fifos.nranks_; ++r)
       fifos.boards_.push_back(reinterpret_cast<cuda::DevicePeerBoard*>(fifos.blocks_[r] + fifos.boardsOffset(peers)));
@@ -327,9 +297,7 @@ Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity>
             "blocks; CUDA IPC {}; peer-memory plans {})",
             fifos.rank_, mine.bus(), fifos.ownBytes_ >> 10, fifos.options_.nchannels, fifos.options_.layout.nslots,
             fifos.options_.layout.slotBytes >> 10, fifos.laneBudget_, otherProcesses ? "exported" : "not needed",
-            fifos.peerMemory() ? "possible"
-            : fifos.options_.peerMemory ? "not possible (not every rank is a thread of this process on this GPU)"
-                                        : "off (LOOM_DEVICE_PEER_MEMORY=0)");
+            peerReachText(fifos.peerReach_, fifos.options_.peerMemory));
   return Status::Ok();
 }
 

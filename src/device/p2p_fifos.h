@@ -56,6 +56,13 @@ struct P2pFifoOptions {
 // worked); *why becomes the first failing rank's, "" when all worked. Collective over `exchange`.
 Status agreeOnSetupStep(PeerExchange& exchange, const std::string& failure, std::string* why);
 
+// Whose buffers a rank's plan kernel may read and write directly (peer-memory plans).
+enum class PeerReach {
+  None,       // nobody's: messages through FIFOs only
+  AnyBuffer,  // every rank's, whatever its allocator: rank threads of this process on this GPU
+  Windows,    // every rank's inside windows (peer_windows.h): rank processes (or threads and processes) on this GPU
+};
+
 class P2pFifos {
  public:
   ~P2pFifos();  // frees the block (unless kept after a failure) and closes IPC mappings
@@ -104,11 +111,15 @@ class P2pFifos {
   double gpuCopyGbs() const { return gpuCopyGbs_; }
   // The most ranks of the communicator on one GPU (same host, same bus id).
   int ranksPerGpu() const { return ranksPerGpu_; }
-  // Peer-memory plans (algorithms/peer_memory.cc): every rank is a thread of this process on this GPU
-  // (so each addresses the others' buffers, whatever their allocator) and options.peerMemory held; the
-  // same on every rank. Then boards() gives, by rank, its boards (one per channel, at the end of its
-  // block), coherent at the GPU's scope; empty otherwise.
-  bool peerMemory() const { return !boards_.empty(); }
+  // Peer-memory plans (algorithms/peer_memory.cc): every rank runs on this GPU and options.peerMemory
+  // held on every rank; the same on every rank. Rank threads of this process address each other's
+  // buffers whatever their allocator (AnyBuffer); ranks in other processes reach each other's buffers
+  // inside windows only (Windows, peer_windows.h). Then boards() gives, by rank, its boards (one per
+  // channel, at the end of its block), coherent at boardScope(); empty otherwise.
+  PeerReach peerReach() const { return peerReach_; }
+  cuda::FifoScope boardScope() const {
+    return peerReach_ == PeerReach::AnyBuffer ? cuda::FifoScope::Gpu : cuda::FifoScope::System;
+  }
   std::span<cuda::DevicePeerBoard* const> boards() const { return boards_; }
   // After a failure peers may still write into this rank's block: it is then kept (not freed) until
   // the process ends, so that a late write cannot land in memory the application got back.
@@ -143,7 +154,8 @@ class P2pFifos {
   double gpuCopyGbs_ = 0;
   int ranksPerGpu_ = 1;
   std::vector<cuda::DeviceFifo> sends_, recvs_;
-  std::vector<cuda::DevicePeerBoard*> boards_;  // by rank (peerMemory)
+  PeerReach peerReach_ = PeerReach::None;
+  std::vector<cuda::DevicePeerBoard*> boards_;  // by rank (peerReach_ != None)
   bool keepBlock_ = false;
 };
 

@@ -48,7 +48,7 @@ struct P2pFacts {
   uint32_t nchannels = 0, nslots = 0;  // the FIFO layout: every rank must use the same
   uint64_t slotBytes = 0;
   uint32_t netLanes = 0;  // the rank has network lanes for peers on other hosts
-  uint32_t reserved = 0;
+  uint32_t peerMemory = 0;  // its LOOM_DEVICE_PEER_MEMORY allows peer-memory plans
   char busId[32] = {0};  // the GPU, as every process names it (ordinals depend on CUDA_VISIBLE_DEVICES)
   char why[160] = {0};   // when !ok
   std::string bus() const;

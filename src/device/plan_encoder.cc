@@ -271,6 +271,9 @@ const char* outcomeText(DeviceLaneOutcome outcome) {
     case DeviceLaneOutcome::TimedOut: return "no progress within the timeout";
     case DeviceLaneOutcome::SizeMismatch: return "the message has another size: the ranks run different operations";
     case DeviceLaneOutcome::WrongElementSize: return "the kernel's dtype is not the encoded plan's";
+    case DeviceLaneOutcome::OutsideWindows:
+      return "that rank's buffer lies in none of its windows registered with the communicator (ranks in other "
+             "processes read each other's buffers only in windows: every rank passes buffers of its windows, or none does)";
   }
   return "unknown outcome";
 }
@@ -279,7 +282,8 @@ loomResult_t outcomeCode(DeviceLaneOutcome outcome) {
   switch (outcome) {
     case DeviceLaneOutcome::Aborted: return loomRemoteError;
     case DeviceLaneOutcome::TimedOut: return loomTimeout;
-    case DeviceLaneOutcome::SizeMismatch: return loomInvalidUsage;
+    case DeviceLaneOutcome::SizeMismatch:
+    case DeviceLaneOutcome::OutsideWindows: return loomInvalidUsage;
     default: return loomInternalError;
   }
 }
@@ -290,7 +294,10 @@ Status laneFailure(const Plan& plan, size_t l, const DeviceLaneStatus& st) {
   std::string where = fmt::format("{} {} on the device, rank {}: lane {} (channel {}) step {}/{}", plan.algorithm,
                                   collectiveName(plan.coll), plan.rank, l, lane.channel, st.step, lane.steps.size());
   if (st.step < lane.steps.size()) where += fmt::format(" ({})", stepKindName(lane.steps[st.step].kind));
-  if (st.peer >= 0) where += fmt::format(" waiting on rank {}", st.peer);
+  if (st.peer >= 0 && outcome == DeviceLaneOutcome::OutsideWindows)
+    where += fmt::format(" reading rank {}'s buffers", st.peer);
+  else if (st.peer >= 0)
+    where += fmt::format(" waiting on rank {}", st.peer);
   if (outcome == DeviceLaneOutcome::SizeMismatch)
     return Status(outcomeCode(outcome),
                   fmt::format("{}: {} bytes arrived: {}", where, st.detail, outcomeText(outcome)));
@@ -350,6 +357,7 @@ Status encodeDevicePlan(const Plan& plan, const DevicePlanBindings& b, std::span
     h.boardOffset = l.boards;
     h.boardChannels = b.boardChannels;
     h.boardScope = b.boardScope;
+    h.windows = b.windows;
   }
 
   std::byte* base = out.data();

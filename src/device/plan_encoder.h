@@ -63,6 +63,9 @@ struct DevicePlanBindings {
   std::span<cuda::DevicePeerBoard* const> boards;
   uint32_t boardChannels = 0;
   cuda::FifoScope boardScope = cuda::FifoScope::System;
+  // Ranks in other processes: their published buffers are translated through this table (device
+  // memory, device/peer_windows.h); null where every rank addresses every buffer as published.
+  const cuda::DeviceWindowTable* windows = nullptr;
 };
 
 // Bytes the encoding of `plan` with these bindings takes.

@@ -183,6 +183,9 @@ Status PlanKernels::setUp(int gpu) {
       peerLost(errorStatus(loomRemoteError, "rank {} (pid {}, its FIFOs mapped through CUDA IPC) died (its process exited)",
                            p.rank, p.pid));
     });
+  // Windows registered before the setup (collectively, so on every rank alike) are mapped now.
+  if (windows_ && fifos_->peerReach() == PeerReach::Windows)
+    LOOM_TRY(windows_->mapAll(gpu).withContext(facts_.describe + ": windows"));
   LOOM_INFO(Init, "{}: device buffers run as plan kernels on GPU {}", facts_.describe, gpu);
   return Status::Ok();
 }
@@ -253,8 +256,36 @@ DeviceFabric PlanKernels::fabric() const {
   f.maxChannels = static_cast<int>(std::max(1u, std::min(launchChannels(), fifos_->laneBudget())));
   f.gpuCopyGbs = fifos_->gpuCopyGbs();
   f.ranksPerGpu = fifos_->ranksPerGpu();
-  f.peerMemory = fifos_->peerMemory();
+  f.peerMemory = fifos_->peerReach() == PeerReach::AnyBuffer;
+  f.peerMemoryInWindows = fifos_->peerReach() == PeerReach::Windows;
   return f;
+}
+
+Status PlanKernels::registerWindow(void* p, size_t bytes, uint32_t* slot) {
+  if (!windows_) windows_ = std::make_unique<PeerWindows>(*facts_.exchange, facts_.processes);
+  const bool ready = setup_ == PlanKernelSetup::Ready;
+  const bool map = ready && fifos_->peerReach() == PeerReach::Windows;
+  return windows_->add(p, bytes, ready ? fifos_->device() : -1, map, slot).withContext(facts_.describe);
+}
+
+Status PlanKernels::deregisterWindow(uint32_t slot) {
+  if (!windows_) return invalidArgument("{}: window deregistration: no window was registered", facts_.describe);
+  // Launches in flight may read the window: they end first (they wait for no host work of this rank;
+  // launches follow each other, so the last one's end is every one's). Core holds the communicator.
+  if (lastLaunch_)
+    lastLaunch_->done.wait();
+  else
+    lastMark_.wait();
+  return windows_->remove(slot).withContext(facts_.describe);
+}
+
+std::pair<void*, size_t> PlanKernels::window(uint32_t slot) const {
+  return windows_ ? windows_->window(slot) : std::pair<void*, size_t>{nullptr, 0};
+}
+
+bool PlanKernels::inWindows(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) const {
+  if (setup_ != PlanKernelSetup::Ready || fifos_->peerReach() != PeerReach::Windows || !windows_) return false;
+  return send && recv && windows_->holds(send, sendBytes) && windows_->holds(recv, recvBytes);
 }
 
 Status PlanKernels::adjustChannels(Algorithm algo, PlanRequest* req) {

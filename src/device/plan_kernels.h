@@ -59,6 +59,7 @@
 #include "device/net_lane_fifos.h"
 #include "device/p2p_fifos.h"
 #include "device/peer_process_watch.h"
+#include "device/peer_windows.h"
 #include "device/pinned_pool.h"
 #include "device/plan_cache.h"
 #include "device/plan_slots.h"
@@ -164,6 +165,11 @@ class PlanKernels {
   void poll();
   Status profile(bool reset, loomDeviceProfile_t* out);  // device_layer.h's CommDevice::profile
   DeviceProgress progress();                             // device_layer.h's CommDevice::progress
+  // device_layer.h's CommDevice windows (peer_windows.h)
+  Status registerWindow(void* p, size_t bytes, uint32_t* slot);
+  Status deregisterWindow(uint32_t slot);
+  std::pair<void*, size_t> window(uint32_t slot) const;
+  bool inWindows(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) const;
 
  private:
   // Nothing enqueued yet: what launch() refuses (alignment, the legacy stream, mixed captures).
@@ -256,6 +262,7 @@ class PlanKernels {
   std::atomic<volatile uint32_t*> abortWord_{nullptr};
   // Last, so destroyed first: its thread calls peerLost, which needs everything above.
   std::unique_ptr<PeerProcessWatch> peerWatch_;
+  std::unique_ptr<PeerWindows> windows_;  // made at the first registration
 };
 
 }  // namespace loom::device

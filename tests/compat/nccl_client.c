@@ -154,6 +154,16 @@ static int registration(struct rank_args* a, ncclComm_t comm) {
   int dummy = 0;
   EXPECT(ncclCommDeregister(comm, &dummy) == ncclInvalidArgument, "a foreign handle is refused");
   EXPECT(strstr(ncclGetLastError(comm), "ncclCommRegister") != NULL, "the refusal says why: %s", ncclGetLastError(comm));
+  /* A window is device memory, registered by every rank: host memory is refused on every rank, saying so
+     (the GPU tests register real ones). */
+  ncclWindow_t win = (ncclWindow_t)buffer;
+  EXPECT(ncclCommWindowRegister(comm, buffer, sizeof buffer, &win, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess && win == NULL,
+         "a window of host memory");
+  EXPECT(strstr(ncclGetLastError(comm), "device memory") != NULL, "the refusal says why: %s", ncclGetLastError(comm));
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 0)
+  void* user = NULL;
+  EXPECT(ncclWinGetUserPtr(comm, (ncclWindow_t)&dummy, &user) != ncclSuccess, "a foreign window is refused");
+#endif
   return 0;
 }
 

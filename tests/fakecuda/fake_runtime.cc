@@ -145,6 +145,17 @@ CUresult fakePointerGetAttribute(void* data, CUpointer_attribute attribute, CUde
   return known ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+// The allocation holding ptr, as the driver reports it (its size rounded as allocate() rounded it).
+CUresult fakeMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
+  FAKECUDA_ENTRY_NAMED("cuMemGetAddressRange");
+  uintptr_t start = 0;
+  Allocation a;
+  if (!find(reinterpret_cast<const void*>(ptr), &start, &a)) return CUDA_ERROR_NOT_FOUND;
+  if (base) *base = static_cast<CUdeviceptr>(start);
+  if (size) *size = a.bytes;
+  return CUDA_SUCCESS;
+}
+
 bool validDevice(int device) { return device >= 0 && device < deviceCount(); }
 
 CUresult fakeDeviceGet(CUdevice* device, int ordinal) {
@@ -281,6 +292,7 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr,
                                              cudaDriverEntryPointQueryResult* driverStatus) {
   FAKECUDA_ENTRY();
   *funcPtr = std::strcmp(symbol, "cuPointerGetAttribute") == 0        ? reinterpret_cast<void*>(&fakePointerGetAttribute)
+             : std::strcmp(symbol, "cuMemGetAddressRange") == 0       ? reinterpret_cast<void*>(&fakeMemGetAddressRange)
              : std::strcmp(symbol, "cuDeviceGet") == 0                ? reinterpret_cast<void*>(&fakeDeviceGet)
              : std::strcmp(symbol, "cuDevicePrimaryCtxGetState") == 0 ? reinterpret_cast<void*>(&fakePrimaryCtxGetState)
                                                                       : nullptr;

@@ -121,6 +121,7 @@ struct BoundPlan {
     bindings.boards = mesh.boards();
     bindings.boardChannels = mesh.nchannels();
     bindings.boardScope = mesh.scope();
+    bindings.windows = options.windows;
   }
   BoundPlan(const BoundPlan&) = delete;
   BoundPlan& operator=(const BoundPlan&) = delete;

@@ -95,6 +95,9 @@ struct EmulationOptions {
   uint64_t lowLatencyBytes = 0;  // messages up to this size travel as low-latency words (0: none)
   loom::cuda::HostLaneCounts* counts = nullptr;  // where every lane counts its releases and acquires (or none)
   bool profile = false;  // encode the plans to time their steps (LOOM_DEVICE_PROFILE)
+  // Peer-memory plans: peers' buffers translated through this table, as between rank processes (none:
+  // used as published, as between rank threads).
+  const loom::cuda::DeviceWindowTable* windows = nullptr;
   // runEmulated: each rank's lanes' statuses after the run, by rank (or not kept).
   std::vector<std::vector<loom::cuda::DeviceLaneStatus>>* laneStatuses = nullptr;
 };

@@ -6,10 +6,12 @@
 // from one operation to the next between FIFO plans on the same mesh.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "base/datatype.h"
 #include "plan_cases.h"
 
 namespace loomgpu {
@@ -116,6 +118,69 @@ TEST(PeerMemory, ARankThatNeverComesTimesOutNamingIt) {
     EXPECT_NE(results[r].message().find("step 0/3 (Meet) waiting on rank 2"), std::string::npos) << results[r].message();
   }
   EXPECT_TRUE(results[2].ok());
+}
+
+// Rank processes' peer-memory plans translate each peer's buffers through its windows (device memory in
+// the kernel; the table is shared by the ranks here, since each rank's view of a peer's window is the
+// same address in one process). A table with every rank's buffers in windows changes nothing of the
+// result; one without rank 2's fails the readers of rank 2's buffers, naming it, instead of reading
+// wherever its address points.
+struct WindowRun {
+  std::vector<loom::Plan> plans;
+  std::vector<RankMemory> memory;
+  std::vector<loom::Status> results;
+};
+
+WindowRun runWithWindows(const Case& c, int ranksInWindows) {
+  WindowRun w;
+  w.plans.resize(c.nranks);
+  for (int r = 0; r < c.nranks; ++r) EXPECT_TRUE(loom::buildPlan(c.algo, requestFor(c, r), &w.plans[r]).ok());
+  std::vector<RankRun> runs;
+  for (const loom::Plan& plan : w.plans) w.memory.push_back(makeRankMemory(c, plan));
+  for (int r = 0; r < c.nranks; ++r) runs.push_back(RankRun{&w.plans[r], w.memory[r].buffers});
+  auto table = std::make_unique<loom::cuda::DeviceWindowTable>();
+  const uint64_t bytes = c.count * loom::dataTypeSize(c.dtype) * static_cast<uint64_t>(c.nranks);
+  for (int r = 0; r < ranksInWindows; ++r) {
+    int slot = 0;
+    for (const char* buffer : {w.memory[r].send, w.memory[r].recv}) {
+      const auto at = reinterpret_cast<uintptr_t>(buffer);
+      table->views[slot++][r] = loom::cuda::DeviceWindowView{at, bytes, at};
+    }
+  }
+  table->slotsUsed = 2;
+  HostFifoMesh mesh(c.nranks, c.nchannels, kSlots, kSlotBytes);
+  uint32_t abortWord = 0;
+  EmulationOptions options;
+  options.abort = &abortWord;
+  options.windows = table.get();
+  w.results = runEmulated(runs, mesh, c.dtype, planOp(c), options);
+  return w;
+}
+
+TEST(PeerMemory, PeersBuffersAreReadThroughTheirWindows) {
+  for (Algorithm algo : {Algorithm::PeerOneShot, Algorithm::PeerMemory}) {
+    Case c{Collective::AllReduce, algo, 3, 0, 4099, loomFloat32, Op::Sum};
+    c.nchannels = 2;
+    const WindowRun windowed = runWithWindows(c, 3);
+    EXPECT_EQ(firstFailure(windowed.results), "") << describe(c);
+    std::string why;
+    const auto plain = outputsOf(c, &why);
+    ASSERT_EQ(why, "") << describe(c);
+    const uint64_t bytes = c.count * loom::dataTypeSize(c.dtype);
+    for (int r = 0; r < c.nranks; ++r)
+      EXPECT_EQ(std::vector<char>(windowed.memory[r].recv, windowed.memory[r].recv + bytes), plain[r])
+          << describe(c) << ": rank " << r;
+  }
+}
+
+TEST(PeerMemory, ABufferInNoWindowIsNamedNotRead) {
+  const Case c{Collective::AllReduce, Algorithm::PeerMemory, 3, 0, 1000, loomFloat32, Op::Sum};
+  const WindowRun w = runWithWindows(c, 2);  // rank 2's buffers are in no window
+  for (int r : {0, 1}) {
+    EXPECT_EQ(w.results[r].code(), loomInvalidUsage) << w.results[r].message();
+    EXPECT_NE(w.results[r].message().find("reading rank 2's buffers"), std::string::npos) << w.results[r].message();
+    EXPECT_NE(w.results[r].message().find("in none of its windows"), std::string::npos) << w.results[r].message();
+  }
 }
 
 // Operations one after another on one mesh: the boards' Meet counters carry on from the last

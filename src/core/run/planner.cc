@@ -16,7 +16,14 @@ namespace loom {
 
 namespace {
 
-Tuner& tunerFor(loomComm_t comm, PlanFor target) { return target == PlanFor::Host ? *comm->tuner : *comm->deviceTuner; }
+Tuner& tunerFor(loomComm_t comm, PlanFor target) {
+  switch (target) {
+    case PlanFor::Host: return *comm->tuner;
+    case PlanFor::Device: return *comm->deviceTuner;
+    case PlanFor::DeviceInWindows: return *comm->windowTuner;
+  }
+  return *comm->tuner;
+}
 
 TuneRequest tuneRequestOf(loomComm_t comm, const Operation& op, PlanFor target) {
   TuneRequest t;
@@ -24,7 +31,7 @@ TuneRequest tuneRequestOf(loomComm_t comm, const Operation& op, PlanFor target) 
   t.count = op.count;
   t.elemSize = dataTypeSize(op.dtype);
   t.root = op.root;
-  if (target == PlanFor::Device && comm->device &&
+  if (target != PlanFor::Host && comm->device &&
       comm->device->planKernelSetup() == device::PlanKernelSetup::Ready) {
     // A plan kernel's channels and slots are the GPU FIFOs'. (A prediction before the first device
     // operation set them up prices the host transports' instead.)
@@ -123,6 +130,15 @@ bool isAllowedInPlace(const Operation& op, int rank) {
   }
 }
 
+// Whether a plan kernel runs on a copy of the input the device layer makes (planCollective's stageFrom):
+// a PreMulSum's scaled copy, or an overlap of input and output that NCCL's layouts do not allow.
+bool stagesInput(loomComm_t comm, const Operation& op) {
+  if (isReduction(op.coll) && op.op >= loomNumOps) return true;
+  size_t sendBytes = 0, recvBytes = 0;
+  bufferBytes(op, &sendBytes, &recvBytes);
+  return overlaps(op.send, sendBytes, op.recv, recvBytes) && !isAllowedInPlace(op, comm->rank);
+}
+
 std::string describeCollective(const BoundPlan& bp) {
   const Operation& op = bp.call;
   std::string text = fmt::format("{} #{} on {} ({} x {}", operationName(op), bp.seq, op.comm->describe(), op.count,
@@ -172,6 +188,8 @@ Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, loomStream_t 
 Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, PlanFor target,
                       const PlanAdjustment& adjust) {
   const bool hostTemporaries = target == PlanFor::Host;
+  // A staged input is the device layer's temporary, in no window: no peer-memory plan for it.
+  if (target == PlanFor::DeviceInWindows && stagesInput(comm, op)) target = PlanFor::Device;
   Algorithm algo = Algorithm::Ring;
   ThreadScratch<PlanRequest> reqScratch;  // kept from call to call: its rings keep their memory
   if (reqScratch.get().empty()) reqScratch.get().emplace_back();

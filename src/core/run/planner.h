@@ -16,7 +16,9 @@ namespace loom {
 // in host memory), or as a plan kernel on device memory (tuned with the device model; the device layer
 // provides scratch and staged sends where the plan runs, sized by Plan::scratchElems and, when
 // stageFrom is set, the send bytes).
-enum class PlanFor { Host, Device };
+// DeviceInWindows: a plan kernel whose buffers lie in windows every rank mapped (loomCommWindowRegister,
+// rank processes sharing a GPU): tuned with peer-memory plans among the candidates.
+enum class PlanFor { Host, Device, DeviceInWindows };
 // `adjust`: when set, may change the tuned request before the plan is built (the device plans choose
 // their own channel count, device/device_layer.h); it must decide the same on every rank.
 using PlanAdjustment = std::function<Status(Algorithm, PlanRequest*)>;

@@ -83,6 +83,7 @@ enum class DeviceLaneOutcome : uint32_t {
   TimedOut = 3,          // a wait made no progress for the plan's timeout
   SizeMismatch = 4,      // a message's size differs from the step's (the ranks run different operations)
   WrongElementSize = 5,  // the kernel's element type is not the encoded plan's dtype
+  OutsideWindows = 6,    // a peer published a buffer that lies in none of its windows this rank mapped
 };
 
 // Where a lane's time went, when its plan was encoded with `profile` (LOOM_DEVICE_PROFILE): the lane's
@@ -127,6 +128,27 @@ struct alignas(128) DevicePeerBoard {
   uint64_t buffers[4] = {};                 // the call's send, recv, scratch (kInlineBuffers), as addresses
 };
 inline constexpr int32_t kMaxPeerRanks = 8;      // == algorithms/plan.h's kMaxPeerMemoryRanks
+
+// Peer-memory plans between rank processes (device/peer_windows.h): a rank publishes its buffers as its
+// own process addresses them, which a peer in another process cannot use as they are. The buffers then
+// lie in windows the communicator registered collectively (loomCommWindowRegister), each mapped by
+// every rank through CUDA IPC; a reader finds the peer's window holding the address and reads it at
+// its own mapping of that window. The table lives in device memory; registration fills an entry
+// before it returns, and no launch may use a window before that (or after its deregistration).
+struct DeviceWindowView {
+  uint64_t owner = 0;  // the window's start as its rank addresses it (0: not registered on that rank)
+  uint64_t bytes = 0;
+  uint64_t local = 0;  // the same bytes as this rank addresses them
+};
+inline constexpr uint32_t kMaxWindows = 64;
+// The buffers a peer-memory plan names on another rank: its send and recv (algorithms/peer_memory.cc;
+// scratch is each rank's own). Only those are translated; a peer's others are never read.
+inline constexpr uint32_t kPeerSharedBuffers = 2;
+struct DeviceWindowTable {
+  uint32_t slotsUsed = 0;  // slots at and past it are free (a reader searches below it only)
+  uint32_t reserved = 0;
+  DeviceWindowView views[kMaxWindows][kMaxPeerRanks];  // [window slot][rank]; a free slot's owners are 0
+};
 inline constexpr int8_t kStepOwnRank = -1;       // a DeviceStep's srcRank/dstRank: == plan.h's kOwnRank
 inline constexpr int8_t kStepEveryRank = -3;     // == kEveryRank
 
@@ -180,6 +202,9 @@ struct DevicePlanHeader {
   uint64_t boardOffset = 0;
   uint32_t boardChannels = 0;
   FifoScope boardScope = FifoScope::System;
+  // Non-null: the ranks are processes, and a peer's published buffers are translated through its
+  // windows (DeviceWindowTable); null: every rank addresses every buffer as published.
+  const DeviceWindowTable* windows = nullptr;
 };
 
 // What one call of an encoded plan binds: its buffers, its operator (a PreMulSum or an average carries

@@ -324,6 +324,21 @@ LOOM_HD DeviceLaneOutcome claimSlots(P& p, const DevicePlanView& plan, const Dev
   return DeviceLaneOutcome::Done;
 }
 
+// Where this rank reaches `address`, as rank q published it, through q's windows: false when no window
+// of q holds it. A linear search: it runs once per peer and buffer at a plan's first Meet, over the
+// few windows a job registers.
+LOOM_HD bool windowView(const DeviceWindowTable& table, int32_t q, uint64_t address, uint64_t* here) {
+  const uint32_t used = table.slotsUsed < kMaxWindows ? table.slotsUsed : kMaxWindows;
+  for (uint32_t w = 0; w < used; ++w) {
+    const DeviceWindowView& v = table.views[w][q];
+    if (v.owner != 0 && address >= v.owner && address - v.owner < v.bytes) {
+      *here = v.local + (address - v.owner);
+      return true;
+    }
+  }
+  return false;
+}
+
 // Worker 0 at a Meet of a peer-memory plan: counts this lane's arrival on its board (the first Meet of
 // the plan publishes the call's buffers with it), waits until every peer's lane of the channel arrived
 // as often, and at the first Meet reads every peer's buffers. A wait that fails names the peer.
@@ -351,8 +366,17 @@ LOOM_HD DeviceLaneOutcome meetPeers(P& p, const DevicePlanView& plan, uint32_t c
       return o;
     }
     if (first)
-      for (uint32_t b = 0; b < kInlineBuffers; ++b)
-        sh.rankBuffers[q][b] = reinterpret_cast<char*>(static_cast<uintptr_t>(p.loadRelaxed(&theirs->buffers[b], scope)));
+      for (uint32_t b = 0; b < kInlineBuffers; ++b) {
+        const uint64_t published = p.loadRelaxed(&theirs->buffers[b], scope);
+        uint64_t here = published;
+        if (h.windows && b >= kPeerSharedBuffers) {
+          here = 0;  // the peer's own (scratch): in no window, and never read here
+        } else if (h.windows && published != 0 && !windowView(*h.windows, q, published, &here)) {
+          claim.peer = q;
+          return DeviceLaneOutcome::OutsideWindows;
+        }
+        sh.rankBuffers[q][b] = reinterpret_cast<char*>(static_cast<uintptr_t>(here));
+      }
   }
   ++sh.meetsPassed;
   return DeviceLaneOutcome::Done;
