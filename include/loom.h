@@ -322,6 +322,8 @@ LOOM_API loomResult_t loomCommDeviceProfile(loomComm_t comm, loomDeviceProfile_t
  * or cuMem allocations'). Every rank passes buffers of its windows to a collective, or none does:
  * ranks that disagree fail, or wait out LOOM_TIMEOUT_MS. At most 64 windows per communicator.
  * loomInvalidArgument on every rank, naming the rank and why, when one rank's buffer cannot be a window.
+ * Inside loomGroupStart/End both calls run at the group's end (each communicator's in call order), and
+ * that end returns their failure; *win is set at once.
  */
 typedef struct loomWindow* loomWindow_t;
 LOOM_API loomResult_t loomCommWindowRegister(loomComm_t comm, void* buff, size_t size, loomWindow_t* win);

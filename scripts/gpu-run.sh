@@ -139,9 +139,13 @@ for step in "${steps[@]}"; do
         gtest_item plans-processes 20 150 30 "$bin/${binary[tests]}" \
           'Ranks/DeviceCollectives.AllReduce/*:Ranks/DeviceCollectives.AllGather/*' \
           LOOM_TEST_GPU_MODE=process-plans LOOM_DEVICE_PLANS=require
+        # The same processes with their buffers in windows: peer-memory plans through CUDA IPC mappings.
+        gtest_item windows-processes 10 120 30 "$bin/${binary[tests]}" 'DeviceWindows.*' \
+          LOOM_TEST_GPU_MODE=process-plans LOOM_DEVICE_PLANS=require
         [ "$dry" = 1 ] || mps_stop
       else
         item_skip plans-processes "no MPS here: kernels of two processes would take turns on the GPU"
+        item_skip windows-processes "no MPS here: kernels of two processes would take turns on the GPU"
       fi
       ;;
     staged)

@@ -242,5 +242,13 @@ step_nccltests() {
   done
   nccltests_item nccl-tests-2proc-all_reduce-graph 2 "2 processes on GPU 0, $mps, graphs" all_reduce \
     NCCL_TESTS_DEVICE=0 "${plans[@]}" -- "${sizes[@]}" -G 20
+  # Buffers in windows (-R 2: ncclCommWindowRegister): under MPS, peer-memory plans between the
+  # processes, the "registered buffers within 10% of rank threads".
+  if [ "$mps" != staged ]; then
+    for t in all_reduce all_gather reduce_scatter; do
+      nccltests_item "nccl-tests-2proc-$t-windows" 2 "2 processes on GPU 0, $mps, windows" "$t" \
+        NCCL_TESTS_DEVICE=0 "${plans[@]}" -- "${sizes[@]}" -R 2
+    done
+  fi
   [ "$mps" = staged ] || mps_stop
 }

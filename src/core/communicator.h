@@ -67,6 +67,7 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out);
 struct loomWindow {
   loomComm* comm = nullptr;
   uint32_t slot = 0;
+  bool registered = false;  // false until its registration ran (inside a group: at the group's end)
 };
 
 struct loomComm {

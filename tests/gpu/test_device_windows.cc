@@ -6,7 +6,8 @@
 // in and out of place; that they ran as peer-memory plans is read from the kernel profile (one lane,
 // LOOM_NCHANNELS=1: a peer-memory plan's lane has 3 or 4 steps, a FIFO ring's of 4 MiB over 512 KiB
 // slots many more; LOOM_ALGO=peer asks for them where they can serve). After the windows end, the same call runs through FIFOs again. Rank threads (peer
-// mode) need no window: registration is bookkeeping there, and the collectives run alike. Bad
+// mode) need no window: registration is bookkeeping there, and the collectives run alike. The windows
+// are registered inside a group, as nccl-tests does (they run at its end). Bad
 // registrations fail on every rank, naming the rank and the reason.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -117,8 +118,11 @@ std::string runCase(loomtest::RankContext& ctx, cudaStream_t stream, DeviceBuffe
 std::string windowedCollectives(loomtest::RankContext& ctx, cudaStream_t stream) {
   DeviceBuffer send(kWindowCount * sizeof(float), 3), recv(kWindowCount * sizeof(float), 5);
   loomWindow_t sendWindow = nullptr, recvWindow = nullptr;
+  // In a group, as nccl-tests registers (the registrations run at its end, in call order).
+  LT_CALL(ctx.comm, loomGroupStart());
   LT_CALL(ctx.comm, loomCommWindowRegister(ctx.comm, send.data(), kWindowCount * sizeof(float), &sendWindow));
   LT_CALL(ctx.comm, loomCommWindowRegister(ctx.comm, recv.data(), kWindowCount * sizeof(float), &recvWindow));
+  LT_CALL(ctx.comm, loomGroupEnd());
   void* user = nullptr;
   LT_CALL(ctx.comm, loomWindowGetUserPtr(ctx.comm, recvWindow, &user));
   std::string problems;
@@ -133,7 +137,9 @@ std::string windowedCollectives(loomtest::RankContext& ctx, cudaStream_t stream)
   };
   for (const WindowCase& c : cases) problems += runCase(ctx, stream, send, recv, c, true);
   LT_CALL(ctx.comm, loomCommWindowDeregister(ctx.comm, sendWindow));
+  LT_CALL(ctx.comm, loomGroupStart());
   LT_CALL(ctx.comm, loomCommWindowDeregister(ctx.comm, recvWindow));
+  LT_CALL(ctx.comm, loomGroupEnd());
   if (loomCommWindowDeregister(ctx.comm, sendWindow) != loomInvalidArgument) problems += " a window ended twice;";
   // Rank processes: no window, no peer-memory plan. (Rank threads take them on any buffer.)
   problems += runCase(ctx, stream, send, recv, cases[0], !windowsNeeded());
