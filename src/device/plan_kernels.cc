@@ -126,6 +126,10 @@ PlanKernels::~PlanKernels() {
 
 void PlanKernels::raiseAbort() {
   failed_.store(true);
+  raiseAbortWord();
+}
+
+void PlanKernels::raiseAbortWord() {
   // Any thread may raise it (a failure, loomCommAbort, a lost peer) while lanes read it: an atomic
   // store, as the lanes' loads are (a GPU reads the pinned word with volatile loads; the host emulation
   // with atomic ones, and ThreadSanitizer holds a plain store against them).
@@ -236,11 +240,18 @@ void PlanKernels::peerLost(const Status& error) {
   else checkPeersLocked();
 }
 
-// A lost peer fails the communicator only while a launch may wait on it.
+// A lost peer fails the communicator only while a launch may wait on it: an eager launch in flight, or
+// one made later. A CUDA graph's captured launches may be replayed at any time, unseen here: their
+// lanes are stopped at their next wait instead (the abort word, with the communicator not failed), and
+// a replay so stopped fails it, naming the peer, once reapCapturedLocked looks. A graph never replayed
+// again fails nothing: a peer that finished its work and left is no error.
 void PlanKernels::checkPeersLocked() {
   if (peerBroken_.ok() || failed_.load()) return;
   reapLocked();
-  if (!launches_.empty() || !captured_.empty()) fail(peerBroken_);
+  if (!launches_.empty())
+    fail(peerBroken_);
+  else if (!captured_.empty())
+    raiseAbortWord();
 }
 
 uint32_t PlanKernels::launchChannels() const {
@@ -496,8 +507,8 @@ Status PlanKernels::takeSlot(KernelLaunch* launch) {
 void PlanKernels::reapCapturedLocked() {
   if (failed_.load()) return;  // already failed (and told): a failure stays in the statuses
   // A lane that fails raises the abort word (plan_interpreter.cuh's runLane), and nothing else raises
-  // it before failed_ is set: while it is down no replay failed, and the captured launches, however
-  // many, are not looked at (one read of pinned memory per call).
+  // it before failed_ is set but a lost peer (checkPeersLocked): while it is down no replay failed, and
+  // the captured launches, however many, are not looked at (one read of pinned memory per call).
   if (captured_.empty() || !abortFlag_.host || *abortFlag_.host == 0) return;
   for (const auto& l : captured_)
     for (const KernelLaunch::Entry& e : l->entries) {
@@ -508,7 +519,9 @@ void PlanKernels::reapCapturedLocked() {
         return outcome != cuda::DeviceLaneOutcome::NotReported && outcome != cuda::DeviceLaneOutcome::Done;
       });
       if (!failed) continue;
-      fail(devicePlanResult(*e.plan, lanes).withContext(e.label.text() + ", in a CUDA graph"));
+      // Stopped by a lost peer's abort word: that peer is the reason.
+      fail(peerBroken_.ok() ? devicePlanResult(*e.plan, lanes).withContext(e.label.text() + ", in a CUDA graph")
+                            : peerBroken_.withContext(e.label.text() + ", in a CUDA graph"));
       return;
     }
 }

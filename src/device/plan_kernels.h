@@ -204,6 +204,7 @@ class PlanKernels {
   // host, sharing the GPU) that exited. It fails the communicator when a launch may wait on the peer,
   // else it is kept for the next launch (a peer that closed its communicator breaks its lanes too).
   void peerLost(const Status& error);
+  void raiseAbortWord();  // stops every waiting lane, without failing the communicator (raiseAbort does)
   void checkPeersLocked();
   // A finished launch to reuse, or a new one.
   std::shared_ptr<KernelLaunch> newLaunch();

@@ -7,8 +7,14 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -405,6 +411,60 @@ TEST_P(DeviceCollectives, APeerThatDiesIsNamedBeforeTheTimeout) {
     if (why.find("rank 1") == std::string::npos || why.find(cause) == std::string::npos)
       problems += std::string(" the error does not say that rank 1 is lost (") + cause + "): " + why + ";";
     if (seconds > 15) problems += " it took " + std::to_string(seconds) + " s;";
+    return problems;
+  });
+}
+
+// A peer that finished its work and left after a CUDA graph was captured is no error: the graph may
+// never run again. A replay is: it stops (its lanes would wait on the peer until the timeout), and the
+// error names the peer. (A CI run once saw the communicator fail when a peer of a test that had
+// captured a graph merely left first.)
+TEST_P(DeviceCollectives, APeerThatLeavesAfterAGraphFailsOnlyItsReplay) {
+  if (gpuMode() != GpuMode::ProcessPlans) GTEST_SKIP() << "rank processes on one GPU as plan kernels only";
+  if (GetParam() != 2) GTEST_SKIP() << "one rank count suffices";
+  expectOnEveryRank(2, [&](loomtest::RankContext& ctx, cudaStream_t stream) -> std::string {
+    const size_t count = 4096;
+    DeviceBuffer buf(count * sizeof(float), 47);
+    if (std::string met = meetOnTheHost(ctx); !met.empty()) return met;
+    loomResult_t r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
+    if (r != loomSuccess) return loomtest::callFailure("loomAllReduce before the capture", r, ctx.comm);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    int32_t pids[2] = {0, 0};
+    const int32_t pid = static_cast<int32_t>(getpid());
+    r = loomAllGather(&pid, pids, 1, loomInt32, ctx.comm, nullptr);
+    if (r != loomSuccess) return loomtest::callFailure("loomAllGather of the pids", r, ctx.comm);
+    cudaCheck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    r = loomAllReduce(buf.data(), buf.data(), count, loomFloat32, loomSum, ctx.comm, stream);
+    cudaGraph_t graph = nullptr;
+    cudaCheck(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    if (r != loomSuccess) return loomtest::callFailure("loomAllReduce in the capture", r, ctx.comm);
+    cudaGraphExec_t exec = nullptr;
+    cudaCheck(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    std::string problems = meetOnTheHost(ctx);
+    if (ctx.rank == 1 || !problems.empty()) {  // rank 1 leaves: the harness destroys its communicator
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      return problems;
+    }
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pids[1], 0));
+    if (pidfd < 0) return " pidfd_open: " + std::string(std::strerror(errno)) + ";";
+    pollfd gone{pidfd, POLLIN, 0};
+    const int polled = poll(&gone, 1, 60000);
+    close(pidfd);
+    if (polled != 1) return " rank 1 did not leave within 60 s;";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the peer watch's turn (no error either way)
+    loomResult_t async = loomSuccess;
+    loomCommGetAsyncError(ctx.comm, &async);
+    if (async != loomSuccess) problems += " rank 1 left, and the communicator failed: " + std::string(loomGetLastError(ctx.comm)) + ";";
+    cudaCheck(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    loomCommGetAsyncError(ctx.comm, &async);
+    const std::string why = loomGetLastError(ctx.comm);
+    if (async == loomSuccess) problems += " a replay with rank 1 gone succeeded;";
+    else if (why.find("rank 1") == std::string::npos || why.find("died") == std::string::npos)
+      problems += " the replay's error does not name rank 1: " + why + ";";
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
     return problems;
   });
 }
