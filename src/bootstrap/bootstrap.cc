@@ -1,5 +1,6 @@
 #include "bootstrap/bootstrap.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/log.h"
@@ -37,9 +38,18 @@ Status Bootstrap::create(const UniqueIdData& id, int rank, int nranks, RankInfo 
     startRoot(std::move(rootListener), id);
   }
   LOOM_TRY(b->joinRendezvous(self, deadline).withContext("joining the rendezvous at " + id.root.toString()));
-  LOOM_TRY(b->buildStar(deadline).withContext("connecting to rank 0"));
+  const bool allHere = std::all_of(b->table_.begin(), b->table_.end(),
+                                   [&](const RankInfo& r) { return r.process.sameProcess(self.process); });
+  if (allHere && nranks > 1)
+    b->local_ = LocalExchange::join(id.secret, kSecretBytes, nranks);
+  else
+    LOOM_TRY(b->buildStar(deadline).withContext("connecting to rank 0"));
   *out = std::move(b);
   return Status::Ok();
+}
+
+Bootstrap::~Bootstrap() {
+  if (local_) local_->leave(rank_);
 }
 
 Status Bootstrap::joinRendezvous(const RankInfo& self, Deadline deadline) {
@@ -102,6 +112,7 @@ Status Bootstrap::allGather(const void* mine, void* all, size_t bytes) {
   std::memcpy(out + static_cast<size_t>(rank_) * bytes, mine, bytes);
   if (nranks_ == 1) return Status::Ok();
   Deadline deadline = opDeadline();
+  if (local_) return local_->allGather(rank_, mine, all, bytes, deadline, abort_).withContext("bootstrap allgather (in memory)");
   size_t total = bytes * static_cast<size_t>(nranks_);
   if (rank_ != 0) {
     LOOM_TRY(sendAll(star_[0], mine, bytes, deadline, abort_).withContext("bootstrap allgather: to rank 0"));

@@ -1,5 +1,6 @@
 // A communicator's bootstrap network: every rank's table of peers (from the rendezvous) and a star of
-// TCP connections centred on rank 0 for the small collective exchanges of setup (allGather, barrier).
+// TCP connections centred on rank 0 for the small collective exchanges of setup (allGather, barrier),
+// or, where every rank is a thread of this process, those exchanges through memory (local_exchange.h).
 // Its listener also accepts the socket transport's data connections, each authenticated by a Hello.
 #pragma once
 
@@ -8,6 +9,7 @@
 
 #include "base/exchange.h"
 #include "base/socket.h"
+#include "bootstrap/local_exchange.h"
 #include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
 
@@ -18,6 +20,7 @@ class Bootstrap final : public PeerExchange {
   // `self` describes this rank (its listen address is filled in here). Blocks until every rank joined.
   static Status create(const UniqueIdData& id, int rank, int nranks, RankInfo self, int timeoutMs,
                        const AbortFlag* abort, std::unique_ptr<Bootstrap>* out);
+  ~Bootstrap() override;  // the other ranks' exchanges in memory, if any, fail from now on, naming this rank
 
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
@@ -49,6 +52,7 @@ class Bootstrap final : public PeerExchange {
   Socket listener_;
   std::vector<RankInfo> table_;
   std::vector<Socket> star_;  // rank 0: one per rank (index 0 unused); others: star_[0] to rank 0
+  std::shared_ptr<LocalExchange> local_;  // every rank a thread of this process: no star
 };
 
 }  // namespace loom

@@ -106,8 +106,13 @@ size_t entryOf(const SystemGraph& host, const std::vector<int>& ring, std::span<
   return entry;
 }
 
-int16_t positionIn(const std::vector<int>& ring, int rank) {
-  return static_cast<int16_t>(std::find(ring.begin(), ring.end(), rank) - ring.begin());
+// Each rank's place in `ring`, by rank (-1: not in it). Built once per ring: looking every rank up in
+// every ring made this O(n^2) per channel on each of the host's n ranks (the most of a 256-rank init
+// after the FIFOs).
+std::vector<int16_t> positionsIn(const std::vector<int>& ring, int maxRank) {
+  std::vector<int16_t> at(static_cast<size_t>(maxRank) + 1, -1);
+  for (size_t i = 0; i < ring.size(); ++i) at[static_cast<size_t>(ring[i])] = static_cast<int16_t>(i);
+  return at;
 }
 
 }  // namespace
@@ -143,14 +148,18 @@ Status chooseHostChannels(const SystemGraph& host, std::span<const int> hostRank
 
   records->assign(hostRanks.size(), HostChannelRecord{});
   const PathType worst = worstNeighbourPath(host, rings, placements);
+  const int maxRank = *std::max_element(hostRanks.begin(), hostRanks.end());
+  std::vector<std::vector<int16_t>> ringPositions, railPositions;
+  for (const std::vector<int>& ring : rings) ringPositions.push_back(positionsIn(ring, maxRank));
+  for (const std::vector<int>& rail : rails) railPositions.push_back(positionsIn(rail, maxRank));
   for (size_t i = 0; i < hostRanks.size(); ++i) {
     HostChannelRecord& rec = (*records)[i];
     const int rank = hostRanks[i];
     rec.searchRings = searchRings;
     rec.channels = channels;
     for (int c = 0; c < kMaxJobChannels; ++c) {
-      rec.position[c] = c < searchRings ? positionIn(rings[static_cast<size_t>(c)], rank) : -1;
-      rec.railPosition[c] = c < channels ? positionIn(rails[static_cast<size_t>(c)], rank) : -1;
+      rec.position[c] = c < searchRings ? ringPositions[static_cast<size_t>(c)][static_cast<size_t>(rank)] : -1;
+      rec.railPosition[c] = c < channels ? railPositions[static_cast<size_t>(c)][static_cast<size_t>(rank)] : -1;
       rec.channelNic[c] = c < channels ? channelNic[static_cast<size_t>(c)] : -1;
     }
     rec.nic = ownNic(host, placements[static_cast<size_t>(rank)]);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -124,7 +125,11 @@ Status TransportSet::setupMemory(PeerExchange& exchange) {
     layout.nfifos = mine.size() * channels_;
     LOOM_TRY(Segment::create(layout.totalBytes(), anyShm, &own_));
     if (options_.placeMemory) options_.placeMemory(own_->base(), layout.totalBytes());
-    for (size_t f = 0; f < layout.nfifos; ++f) new (own_->base() + layout.controlOffset(f)) FifoControl();
+    // No FIFO is written here: a fresh mapping reads as zeros, which is every FifoControl's initial
+    // state (an aggregate of zeroed counters), so a FIFO no plan uses costs no page. Writing them all
+    // made every rank fault in a page per peer and channel at init: O(n) per rank, the most of a
+    // 256-rank init (docs/PERFORMANCE.md, "Init").
+    static_assert(std::is_aggregate_v<FifoControl>, "FifoControl must be valid as zeroed memory");
     holder = new std::shared_ptr<Segment>(own_);
     desc.holder = reinterpret_cast<uint64_t>(holder);
     desc.bytes = layout.totalBytes();
@@ -147,12 +152,15 @@ Status TransportSet::setupMemory(PeerExchange& exchange) {
   if (own_) own_->unlinkName();
   LOOM_TRY(st);
   LOOM_TRY(barrier);
+  // A peer's memory peers are this host's ranks but itself, as this rank's are this host's ranks but
+  // this one: as many, and this rank's place among them is its place among this host's ranks, less one
+  // where the peer comes before it (memoryPeersOf is sorted).
+  const size_t hostRanksBelow = static_cast<size_t>(std::lower_bound(mine.begin(), mine.end(), rank_) - mine.begin());
   for (size_t i = 0; i < mine.size(); ++i) {
     int p = mine[i];
     Segment& theirs = *peerSegments_[p];
-    std::vector<int> theirPeers = memoryPeersOf(p);
-    size_t myIndexThere = std::find(theirPeers.begin(), theirPeers.end(), rank_) - theirPeers.begin();
-    SegmentLayout their{theirPeers.size() * channels_, options_.nslots, options_.slotBytes};
+    const size_t myIndexThere = hostRanksBelow - (p < rank_ ? 1 : 0);
+    SegmentLayout their{mine.size() * channels_, options_.nslots, options_.slotBytes};
     for (int c = 0; c < channels_; ++c) {
       size_t outFifo = myIndexThere * channels_ + c;
       FifoView out{reinterpret_cast<FifoControl*>(theirs.base() + their.controlOffset(outFifo)),
