@@ -105,7 +105,7 @@ struct loomComm {
   std::unique_ptr<loom::Tuner> tuner;
   std::unique_ptr<loom::Tuner> deviceTuner;
   // Plan kernels on buffers in windows (loomCommWindowRegister): the device model with peer-memory
-  // plans among the candidates, where rank processes share a GPU (device::DeviceFabric).
+  // plans among the candidates, where rank processes share a GPU (device::DeviceFabric); null elsewhere.
   std::unique_ptr<loom::Tuner> windowTuner;
   std::vector<std::unique_ptr<loomWindow>> windows;  // registered, under `busy`
   // Keyed without rings or node shape: both are fixed for the communicator's lifetime.

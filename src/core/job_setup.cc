@@ -126,6 +126,12 @@ Status planMyPartOfHost(const loomComm* comm, const SystemGraph& graph, const st
 
 }  // namespace
 
+std::vector<std::vector<int>> tunerRings(const loomComm& comm) {
+  // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: rings then come from that
+  // shape (the tuner's rail rings), not from the real hosts.
+  return comm.settings.ranksPerNode > 0 ? std::vector<std::vector<int>>{} : comm.job.rings;
+}
+
 MachineModel commMachine(const loomComm& comm, MemorySide side, const GpuSharing& sharing) {
   MachineModel m = jobMachine(comm.job, side, sharing);
   // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: the model takes that shape.
@@ -140,9 +146,12 @@ void adoptDeviceFabric(loomComm* comm) {
   m.fifoSlots = fabric.fifoSlots;  // the GPU FIFOs' (LOOM_DEVICE_FIFO_SLOTS), not the host transports'
   m.peerMemory = fabric.peerMemory;  // rank threads of one GPU: peer-memory plans are candidates
   comm->deviceTuner->setMachine(m);
-  // Rank processes of one GPU: they are, for buffers in windows.
-  m.peerMemory = fabric.peerMemory || fabric.peerMemoryInWindows;
-  comm->windowTuner->setMachine(m);
+  // Rank processes of one GPU: they are, for buffers in windows (a tuner made only then: its rings are
+  // every channel's order of every rank, a copy per tuner).
+  if (fabric.peerMemoryInWindows) {
+    m.peerMemory = true;
+    comm->windowTuner = std::make_unique<Tuner>(m, tunerRings(*comm));
+  }
 }
 
 Status setUpJobTopology(loomComm* comm) {
@@ -160,13 +169,9 @@ Status setUpJobTopology(loomComm* comm) {
   LOOM_TRY(assembleJob(placements, records, &comm->job));
   comm->numaBinding = NumaBinding::forNode(*graph, mine.numa);
 
-  // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: rings then come from that
-  // shape (the tuner's rail rings), not from the real hosts.
-  const bool emulatedNodes = comm->settings.ranksPerNode > 0;
-  const std::vector<std::vector<int>> rings = emulatedNodes ? std::vector<std::vector<int>>{} : comm->job.rings;
+  const std::vector<std::vector<int>> rings = tunerRings(*comm);
   comm->tuner = std::make_unique<Tuner>(commMachine(*comm, MemorySide::Host), rings);
   comm->deviceTuner = std::make_unique<Tuner>(commMachine(*comm, MemorySide::Device), rings);
-  comm->windowTuner = std::make_unique<Tuner>(commMachine(*comm, MemorySide::Device), rings);
   comm->hostGraph = std::move(graph);
   return Status::Ok();
 }

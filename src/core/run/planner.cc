@@ -20,7 +20,7 @@ Tuner& tunerFor(loomComm_t comm, PlanFor target) {
   switch (target) {
     case PlanFor::Host: return *comm->tuner;
     case PlanFor::Device: return *comm->deviceTuner;
-    case PlanFor::DeviceInWindows: return *comm->windowTuner;
+    case PlanFor::DeviceInWindows: return comm->windowTuner ? *comm->windowTuner : *comm->deviceTuner;
   }
   return *comm->tuner;
 }
