@@ -31,9 +31,10 @@ Status agreed(std::span<const WindowOffer> offers, const char* what) {
     if (!o.ok) return invalidArgument("{}: {}", what, o.why);
   for (const WindowOffer& o : offers)
     if (o.slot != offers[0].slot)
-      return errorStatus(loomInvalidUsage, "{}: the ranks' windows differ (slot {} and {}): every rank registers and deregisters the "
-                          "same windows in the same order",
-                          what, offers[0].slot, o.slot);
+      return errorStatus(loomInvalidUsage,
+                         "{}: the ranks' windows differ (slot {} and {}): every rank registers and deregisters the "
+                         "same windows in the same order",
+                         what, offers[0].slot, o.slot);
   return Status::Ok();
 }
 
@@ -43,10 +44,6 @@ PeerWindows::~PeerWindows() {
   DeviceScope scope(tableDevice_);
   for (uint32_t slot = 0; slot < opened_.size(); ++slot) unmapSlot(slot);
   if (deviceTable_) cudaFree(deviceTable_);
-}
-
-size_t PeerWindows::count() const {
-  return static_cast<size_t>(std::count_if(own_.begin(), own_.end(), [](const Own& o) { return o.address != nullptr; }));
 }
 
 std::pair<void*, size_t> PeerWindows::window(uint32_t slot) const {
@@ -132,7 +129,7 @@ Status PeerWindows::add(void* address, size_t bytes, int device, bool map, uint3
   }
   *slot = s;
   LOOM_INFO(Init, "rank {}: window {} of {} bytes at {}{}", rank, s, bytes, address,
-            map ? ", mapped by every rank" : " (mapped once plan kernels find rank processes sharing the GPU)");
+            map ? ", mapped by every rank" : " (mapped only where plan kernels find rank processes sharing the GPU)");
   return Status::Ok();
 }
 

@@ -54,7 +54,6 @@ class PeerWindows {
   bool holds(const void* p, size_t bytes) const;
   // The table the plan kernels translate peers' buffers with; null until a window was mapped.
   const cuda::DeviceWindowTable* deviceTable() const { return deviceTable_; }
-  size_t count() const;
 
  private:
   struct Own {
