@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <mutex>
 
 #include "base/log.h"
 #include "device/copy_rate.h"
 #include "device/ipc_mappings.h"
 #include "device/memory_kind.h"
+#include "device/private_stream.h"
 #include "kernels/cuda/plan_launch.h"
 
 namespace loom::device {
@@ -143,15 +143,8 @@ Status P2pFifos::allocate() {
   void* block = nullptr;
   LOOM_CUDA_TRY(cudaMalloc(&block, ownBytes_));
   own_ = static_cast<char*>(block);
-  // Counters start at zero. A private stream: a legacy-stream memset would wait for kernels that other
-  // ranks of this process may already have running on the device.
-  cudaStream_t stream = nullptr;
-  LOOM_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaError_t err = cudaMemsetAsync(own_, 0, ownBytes_, stream);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-  cudaStreamDestroy(stream);
-  LOOM_CUDA_TRY(err);
-  return Status::Ok();
+  // Counters start at zero.
+  return runOnPrivateStream([&](cudaStream_t s) { return cudaMemsetAsync(own_, 0, ownBytes_, s); }, "cudaMemsetAsync");
 }
 
 Status P2pFifos::create(PeerExchange& exchange, std::span<const ProcessIdentity> processes, int device,

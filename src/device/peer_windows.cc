@@ -10,6 +10,7 @@
 #include "device/ipc_mappings.h"
 #include "device/memory_kind.h"
 #include "device/p2p_fifos.h"
+#include "device/private_stream.h"
 
 namespace loom::device {
 namespace {
@@ -72,15 +73,9 @@ Status PeerWindows::uploadTable(int device) {
     deviceTable_ = static_cast<cuda::DeviceWindowTable*>(table);
     tableDevice_ = device;
   }
-  // A private stream: a legacy-stream copy would wait for kernels that other ranks of this process may
-  // have running on the device.
-  cudaStream_t stream = nullptr;
-  LOOM_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaError_t err = cudaMemcpyAsync(deviceTable_, &table_, sizeof table_, cudaMemcpyHostToDevice, stream);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-  cudaStreamDestroy(stream);
-  LOOM_CUDA_TRY(err);
-  return Status::Ok();
+  return runOnPrivateStream(
+      [&](cudaStream_t s) { return cudaMemcpyAsync(deviceTable_, &table_, sizeof table_, cudaMemcpyHostToDevice, s); },
+      "cudaMemcpyAsync of the window table");
 }
 
 Status PeerWindows::add(void* address, size_t bytes, int device, bool map, uint32_t* slot) {
@@ -120,7 +115,7 @@ Status PeerWindows::add(void* address, size_t bytes, int device, bool map, uint3
   LOOM_TRY(agreed(offers, "window registration"));
   const uint32_t s = mine.slot;
   if (own_.size() <= s) own_.resize(s + 1);
-  own_[s] = Own{at, bytes, false};
+  own_[s] = Own{at, bytes, base, false};
   if (map) {
     if (Status shared = share(s, device); !shared.ok()) {
       own_[s] = Own{};
@@ -151,21 +146,18 @@ Status PeerWindows::share(uint32_t s, int device) {
   mine.slot = s;
   mine.address = reinterpret_cast<uintptr_t>(window.address);
   mine.bytes = window.bytes;
+  mine.offset = static_cast<uint64_t>(window.address - window.allocation);
   std::string why;
-  const char* base = nullptr;
-  size_t allocated = 0;
   DeviceScope scope(device);
   if (!coveredByPeerAccess(window.address)) {
     why = fmt::format("{} is not memory CUDA IPC can share with other processes (cudaMalloc's is; stream-ordered "
                       "pools' and cuMem allocations are not)",
                       static_cast<const void*>(window.address));
-  } else if (Status found = allocationOf(window.address, &base, &allocated); !found.ok()) {
-    why = found.message();
-  } else if (Status got = cudaStatus(cudaIpcGetMemHandle(&mine.handle, const_cast<char*>(base)), "cudaIpcGetMemHandle");
+  } else if (Status got = cudaStatus(cudaIpcGetMemHandle(&mine.handle, const_cast<char*>(window.allocation)),
+                                     "cudaIpcGetMemHandle");
              !got.ok()) {
     why = got.message();
   }
-  mine.offset = static_cast<uint64_t>(window.address - base);
   mine.ok = why.empty();
   if (!why.empty()) std::snprintf(mine.why, sizeof mine.why, "rank %d: %s", rank, why.c_str());
   std::vector<WindowOffer> offers(nranks);

@@ -59,6 +59,7 @@ class PeerWindows {
   struct Own {
     const char* address = nullptr;
     size_t bytes = 0;
+    const char* allocation = nullptr;  // the start of the allocation holding it (what a CUDA IPC handle names)
     bool mapped = false;
   };
   // Collective: every rank's window in `slot` mapped by every other rank, and the device table updated.

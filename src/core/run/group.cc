@@ -382,10 +382,7 @@ Status launchKernels(loomComm_t comm, const std::vector<Operation>& ops, const R
     const Operation& op = ops[i];
     const uint64_t seq = numberDeviceOperation(comm, op.coll, op.count, op.dtype, isRooted(op.coll) ? op.root : -1);
     bp.recycle();
-    size_t sendBytes = 0, recvBytes = 0;
-    bufferBytes(op, &sendBytes, &recvBytes);
-    const PlanFor target = dev.inWindows(op.send, sendBytes, op.recv, recvBytes) ? PlanFor::DeviceInWindows : PlanFor::Device;
-    LOOM_TRY(planCollective(comm, op, &bp, target, adjust));
+    LOOM_TRY(planCollective(comm, op, &bp, PlanFor::Device, adjust));
     bindKernelPlan(bp, seq, &nextPlan());
   }
   if (!p2p.empty()) {

@@ -20,7 +20,7 @@ Tuner& tunerFor(loomComm_t comm, PlanFor target) {
   switch (target) {
     case PlanFor::Host: return *comm->tuner;
     case PlanFor::Device: return *comm->deviceTuner;
-    case PlanFor::DeviceInWindows: return comm->windowTuner ? *comm->windowTuner : *comm->deviceTuner;
+    case PlanFor::DeviceInWindows: return *comm->windowTuner;
   }
   return *comm->tuner;
 }
@@ -130,13 +130,16 @@ bool isAllowedInPlace(const Operation& op, int rank) {
   }
 }
 
-// Whether a plan kernel runs on a copy of the input the device layer makes (planCollective's stageFrom):
-// a PreMulSum's scaled copy, or an overlap of input and output that NCCL's layouts do not allow.
-bool stagesInput(loomComm_t comm, const Operation& op) {
-  if (isReduction(op.coll) && op.op >= loomNumOps) return true;
+// Whether a plan kernel's input and output lie in windows every rank mapped: a communicator with a window
+// tuner only (rank processes sharing a GPU), and not when the kernel runs on a copy of the input the
+// device layer makes (planCollective's stageFrom: a PreMulSum's scaled copy, or an overlap of input and
+// output that NCCL's layouts do not allow), which is in no window.
+bool inWindows(loomComm_t comm, const Operation& op) {
+  if (!comm->windowTuner || (isReduction(op.coll) && op.op >= loomNumOps)) return false;
   size_t sendBytes = 0, recvBytes = 0;
   bufferBytes(op, &sendBytes, &recvBytes);
-  return overlaps(op.send, sendBytes, op.recv, recvBytes) && !isAllowedInPlace(op, comm->rank);
+  if (overlaps(op.send, sendBytes, op.recv, recvBytes) && !isAllowedInPlace(op, comm->rank)) return false;
+  return comm->device->inWindows(op.send, sendBytes, op.recv, recvBytes);
 }
 
 std::string describeCollective(const BoundPlan& bp) {
@@ -188,8 +191,7 @@ Status makeReduceOp(loomComm_t comm, int op, loomDataType_t dtype, loomStream_t 
 Status planCollective(loomComm_t comm, const Operation& op, BoundPlan* out, PlanFor target,
                       const PlanAdjustment& adjust) {
   const bool hostTemporaries = target == PlanFor::Host;
-  // A staged input is the device layer's temporary, in no window: no peer-memory plan for it.
-  if (target == PlanFor::DeviceInWindows && stagesInput(comm, op)) target = PlanFor::Device;
+  if (target == PlanFor::Device && inWindows(comm, op)) target = PlanFor::DeviceInWindows;
   Algorithm algo = Algorithm::Ring;
   ThreadScratch<PlanRequest> reqScratch;  // kept from call to call: its rings keep their memory
   if (reqScratch.get().empty()) reqScratch.get().emplace_back();

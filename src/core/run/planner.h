@@ -17,7 +17,8 @@ namespace loom {
 // provides scratch and staged sends where the plan runs, sized by Plan::scratchElems and, when
 // stageFrom is set, the send bytes).
 // DeviceInWindows: a plan kernel whose buffers lie in windows every rank mapped (loomCommWindowRegister,
-// rank processes sharing a GPU): tuned with peer-memory plans among the candidates.
+// rank processes sharing a GPU): tuned with peer-memory plans among the candidates. planCollective
+// chooses it for a Device call whose buffers do.
 enum class PlanFor { Host, Device, DeviceInWindows };
 // `adjust`: when set, may change the tuned request before the plan is built (the device plans choose
 // their own channel count, device/device_layer.h); it must decide the same on every rank.
