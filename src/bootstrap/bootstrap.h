@@ -1,6 +1,7 @@
-// A communicator's bootstrap network: every rank's table of peers (from the rendezvous) and a star of
-// TCP connections centred on rank 0 for the small collective exchanges of setup (allGather, barrier),
-// or, where every rank is a thread of this process, those exchanges through memory (local_exchange.h).
+// A communicator's bootstrap network: every rank's table of peers (from the rendezvous, root.h) and
+// the connections for the small collective exchanges of setup (allGather, barrier): each host's ranks
+// joined to the rank that leads their host, and the leaders joined in a tree (bootstrap_tree.h), or,
+// where every rank is a thread of this process, those exchanges through memory (local_exchange.h).
 // Its listener also accepts the socket transport's data connections, each authenticated by a Hello.
 #pragma once
 
@@ -9,7 +10,10 @@
 
 #include "base/exchange.h"
 #include "base/socket.h"
+#include "bootstrap/bootstrap_tree.h"
 #include "bootstrap/local_exchange.h"
+#include "bootstrap/rank_table.h"
+#include "bootstrap/traffic.h"
 #include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
 
@@ -17,14 +21,18 @@ namespace loom {
 
 class Bootstrap final : public PeerExchange {
  public:
-  // `self` describes this rank (its listen address is filled in here). Blocks until every rank joined.
+  // `self` describes this rank; its listen address is filled in here (where it holds a valid
+  // address already, the listener is bound to that address's interface). Blocks until every rank
+  // joined and this rank has the table.
   static Status create(const UniqueIdData& id, int rank, int nranks, RankInfo self, int timeoutMs,
                        const AbortFlag* abort, std::unique_ptr<Bootstrap>* out);
   ~Bootstrap() override;  // the other ranks' exchanges in memory, if any, fail from now on, naming this rank
 
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
-  const std::vector<RankInfo>& table() const { return table_; }
+  const std::vector<RankInfo>& table() const { return table_->ranks; }
+  const BootstrapTree& tree() const { return tree_; }
+  const BootstrapTraffic& traffic() const { return traffic_; }
 
   Status allGather(const void* mine, void* all, size_t bytes) override;
   Status barrier() override;
@@ -38,11 +46,24 @@ class Bootstrap final : public PeerExchange {
  private:
   Bootstrap() = default;
   Deadline opDeadline() const { return Deadline::afterMs(timeoutMs_); }
-  Status joinRendezvous(const RankInfo& self, Deadline deadline);
-  Status buildStar(Deadline deadline);
-  // Accepts connections until one presents a valid Hello of `kind`.
-  Status acceptHello(HelloKind kind, Deadline deadline, Socket* out, Hello* hello);
+  Status joinRendezvous(const RankInfo& self, Deadline deadline, JoinAnswer* answer);
+  // A rank that does not lead its host: joins its leader and receives the table from it.
+  Status joinLeader(const JoinAnswer& answer, Deadline deadline);
+  // A host's leader: receives the table from its parent (or the rendezvous), passes it to its child
+  // leaders and, once they all joined, to its host's other ranks.
+  Status leadHost(Deadline deadline);
+  Status adoptTable(const std::vector<char>& bytes);
+  void closeTree();  // every rank is a thread of this process: exchanges go through memory instead
+  Status allGatherTree(const void* mine, char* out, size_t bytes, Deadline deadline);
+
+  // Accepts connections until one presents a valid Hello of one of `kinds`.
+  Status acceptHello(std::initializer_list<HelloKind> kinds, Deadline deadline, Socket* out, Hello* hello);
   Hello makeHello(HelloKind kind, int tag) const;
+  Status send(const Socket& s, const void* data, size_t bytes, Deadline deadline);
+  Status recv(const Socket& s, void* data, size_t bytes, Deadline deadline);
+  Status sendFrame(const Socket& s, uint32_t status, const void* data, size_t bytes, Deadline deadline);
+  // A frame's payload; a frame that carries a failure becomes an error with its reason.
+  Status recvFrame(const Socket& s, Deadline deadline, std::vector<char>* payload);
 
   UniqueIdData id_;
   int rank_ = 0;
@@ -50,9 +71,14 @@ class Bootstrap final : public PeerExchange {
   int timeoutMs_ = 0;
   const AbortFlag* abort_ = nullptr;
   Socket listener_;
-  std::vector<RankInfo> table_;
-  std::vector<Socket> star_;  // rank 0: one per rank (index 0 unused); others: star_[0] to rank 0
-  std::shared_ptr<LocalExchange> local_;  // every rank a thread of this process: no star
+  std::shared_ptr<const RankTable> table_;
+  BootstrapTree tree_;
+  Socket leader_;               // a rank that does not lead: to its host's leader
+  Socket parent_;               // a leader: from its parent leader (none at host 0)
+  std::vector<Socket> children_;  // a leader: to its child leaders (tree_.childLeaders)
+  std::vector<Socket> locals_;    // a leader: from its host's other ranks (tree_.locals)
+  std::shared_ptr<LocalExchange> local_;  // every rank a thread of this process: no sockets
+  BootstrapTraffic traffic_;
 };
 
 }  // namespace loom

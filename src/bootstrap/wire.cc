@@ -20,19 +20,4 @@ Status parseHello(const void* bytes, size_t size, const uint8_t* secret, HelloKi
   return Status::Ok();
 }
 
-Status parseRankTable(const void* bytes, size_t size, int nranks, std::vector<RankInfo>* out) {
-  if (nranks < 1 || size != static_cast<size_t>(nranks) * sizeof(RankInfo))
-    return errorStatus(loomRemoteError, "rank table of {} bytes for {} ranks", size, nranks);
-  std::vector<RankInfo> table(static_cast<size_t>(nranks));
-  std::memcpy(table.data(), bytes, size);
-  for (int r = 0; r < nranks; ++r) {
-    RankInfo& info = table[static_cast<size_t>(r)];
-    if (!info.listenAddress.valid() || info.listenAddress.port == 0)
-      return errorStatus(loomRemoteError, "rank table: rank {} has no valid address", r);
-    info.process.hostname[sizeof(info.process.hostname) - 1] = '\0';
-  }
-  *out = std::move(table);
-  return Status::Ok();
-}
-
 }  // namespace loom

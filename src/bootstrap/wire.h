@@ -14,13 +14,17 @@
 namespace loom {
 
 constexpr uint32_t kWireMagic = 0x4d4f4f4c;  // "LOOM"
-constexpr uint32_t kWireVersion = 3;  // 2: RankInfo carries the state port; 3: its ProcessIdentity
+// 2: RankInfo carries the state port; 3: its ProcessIdentity; 4: per-host leaders and a compact table
+constexpr uint32_t kWireVersion = 4;
 constexpr size_t kSecretBytes = 16;
 constexpr uint32_t kMaxFrameBytes = 64u << 20;  // larger frames are refused as junk
 constexpr int kHelloTimeoutMs = 2000;           // a peer that connects must say hello this quickly
 
-// State: another rank of the job asks for this rank's flight record (core/observe/state_ports.h).
-enum class HelloKind : uint32_t { ToRoot = 1, ToRankZero = 2, Data = 3, State = 4 };
+// ToRoot: a rank joins the rendezvous. ToLeader: a rank joins its host's leader (bootstrap_tree.h).
+// FromParent: the table (or the job's failure) comes down the tree of leaders, from the rendezvous
+// or a parent leader. Data: a transport's connection. State: another rank of the job asks for this
+// rank's flight record (core/observe/state_ports.h).
+enum class HelloKind : uint32_t { ToRoot = 1, ToLeader = 2, Data = 3, State = 4, FromParent = 5 };
 
 struct Hello {
   uint32_t magic = kWireMagic;
@@ -41,10 +45,19 @@ struct RankInfo {
   uint16_t statePort = 0;
 };
 
-// Root's answer to a rank: status 0 then nranks RankInfo, or a non-zero status and a reason string.
-struct RootReply {
+// A framed answer (the rendezvous to a rank, a leader down its tree or to its local ranks): status 0
+// and `bytes` of payload, or a non-zero status and a reason string of `bytes`. Its layout never
+// changes between wire versions, so a rank of another version still reads why it was refused.
+struct Frame {
   uint32_t status = 0;
   uint32_t bytes = 0;
+};
+
+// The rendezvous' answer to a joining rank (the payload of a status-0 Frame): which rank leads its
+// host (itself, when it is the first of its host to join) and where that leader listens.
+struct JoinAnswer {
+  int32_t leaderRank = -1;
+  SocketAddress leaderAddress;
 };
 
 }  // namespace loom
@@ -55,7 +68,5 @@ namespace loom {
 // Pure (no I/O) so that it can be fuzzed; every rejection says why.
 Status parseHello(const void* bytes, size_t size, const uint8_t* secret, HelloKind expected, int nranks, Hello* out);
 
-// Checks the rendezvous' table for `nranks` ranks.
-Status parseRankTable(const void* bytes, size_t size, int nranks, std::vector<RankInfo>* out);
 
 }  // namespace loom

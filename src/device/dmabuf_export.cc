@@ -7,18 +7,6 @@
 
 namespace loom::device {
 
-namespace {
-
-std::string driverError(CUresult r) {
-  using ErrorName = CUresult (*)(CUresult, const char**);
-  static const ErrorName name = driverEntryPoint<ErrorName>("cuGetErrorName");
-  const char* text = nullptr;
-  if (name && name(r, &text) == CUDA_SUCCESS && text) return text;
-  return "CUresult " + std::to_string(static_cast<int>(r));
-}
-
-}  // namespace
-
 bool dmabufExportable(int device, std::string* why) {
   if (!cudaUsable()) {
     *why = unusableReason();

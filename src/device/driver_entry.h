@@ -5,6 +5,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <string>
+
 namespace loom::device {
 
 // The driver's `name` (its CUDA 12.0 version), null when the driver lacks it.
@@ -17,6 +19,15 @@ Fn driverEntryPoint(const char* name) {
     fn = nullptr;
   cudaGetLastError();
   return reinterpret_cast<Fn>(fn);
+}
+
+// A driver result's name ("CUDA_ERROR_INVALID_VALUE"), or its number where the driver cannot name it.
+inline std::string driverError(CUresult r) {
+  using ErrorName = CUresult (*)(CUresult, const char**);
+  static const ErrorName name = driverEntryPoint<ErrorName>("cuGetErrorName");
+  const char* text = nullptr;
+  if (name && name(r, &text) == CUDA_SUCCESS && text) return text;
+  return "CUresult " + std::to_string(static_cast<int>(r));
 }
 
 }  // namespace loom::device

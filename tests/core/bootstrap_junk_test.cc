@@ -4,6 +4,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <string>
+
+#include <fmt/format.h>
 #include <random>
 #include <thread>
 #include <vector>
@@ -76,11 +79,51 @@ TEST(BootstrapJunk, MismatchedRankCountIsRefusedWithAMessage) {
   t1.join();
   t2.join();
   unsetenv("LOOM_TIMEOUT_MS");
-  // One of them joined first and fixed nranks; the other is refused with a reason (and the first,
-  // alone, times out): neither hangs.
-  EXPECT_TRUE(ra != loomSuccess || rb != loomSuccess);
+  // One of them joined first and fixed nranks; the other is refused with a reason, and the rendezvous
+  // fails the whole job: the first learns why from it instead of waiting out its timeout.
+  EXPECT_NE(ra, loomSuccess);
+  EXPECT_NE(rb, loomSuccess);
   if (a) loomCommDestroy(a);
   if (b) loomCommDestroy(b);
+}
+
+// A rank of another library version (its hello carries the job's secret and another wire version) is
+// refused, and so is the job: the ranks that joined learn why, naming both versions.
+TEST(BootstrapJunk, ARankOfAnotherWireVersionFailsTheJob) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  UniqueIdData data;
+  ASSERT_TRUE(decodeUniqueId(id, &data).ok());
+  loomComm_t comm = nullptr;
+  loomResult_t result = loomSuccess;
+  std::string why;
+  setenv("LOOM_TIMEOUT_MS", "20000", 1);
+  std::thread rank0([&] {
+    result = loomCommInitRank(&comm, 2, id, 0);
+    why = loomGetLastError(nullptr);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 joins first (the test holds either way)
+  Socket s;
+  ASSERT_TRUE(connectTo(data.root, Deadline::afterMs(2000), nullptr, &s).ok());
+  Hello old;
+  old.version = kWireVersion - 1;
+  std::memcpy(old.secret, data.secret, kSecretBytes);
+  old.kind = static_cast<uint32_t>(HelloKind::ToRoot);
+  old.rank = 1;
+  old.nranks = 2;
+  ASSERT_TRUE(sendAll(s, &old, sizeof(old), Deadline::afterMs(2000), nullptr).ok());
+  Frame frame;
+  ASSERT_TRUE(recvAll(s, &frame, sizeof(frame), Deadline::afterMs(5000), nullptr).ok());
+  EXPECT_NE(frame.status, 0u);
+  std::string reason(frame.bytes, '\0');
+  ASSERT_TRUE(recvAll(s, reason.data(), reason.size(), Deadline::afterMs(5000), nullptr).ok());
+  rank0.join();
+  unsetenv("LOOM_TIMEOUT_MS");
+  const std::string versions = fmt::format("wire version {}, the rendezvous version {}", kWireVersion - 1, kWireVersion);
+  EXPECT_NE(reason.find(versions), std::string::npos) << reason;
+  EXPECT_NE(result, loomSuccess);
+  EXPECT_NE(why.find(versions), std::string::npos) << why;
+  EXPECT_EQ(comm, nullptr);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "bootstrap/bootstrap_tree.h"
+#include "bootstrap/rank_table.h"
 #include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
 
@@ -18,13 +20,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (selector % 3) {
     case 0: {
       loom::Hello hello;
-      auto kind = static_cast<loom::HelloKind>(1 + (selector / 3) % 3);
+      auto kind = static_cast<loom::HelloKind>(1 + (selector / 3) % 5);
       (void)loom::parseHello(data, size, secret, kind, nranks, &hello);
       break;
     }
     case 1: {
-      std::vector<loom::RankInfo> table;
-      (void)loom::parseRankTable(data, size, nranks, &table);
+      loom::RankTable table;
+      if (loom::decodeRankTable(data, size, nranks, &table).ok()) (void)loom::BootstrapTree::of(table, 0);
       break;
     }
     case 2: {
