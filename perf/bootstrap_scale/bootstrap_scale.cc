@@ -116,7 +116,14 @@ loom::Status bootstrapRank(RankJob& job, RankResult* result) {
   LOOM_TRY(Bootstrap::create(*job.id, job.rank, job.nranks, self, job.timeoutMs, nullptr, &b));
   out.joinedS = secondsSince(job.start);
   out.leader = b->tree().isLeader();
-  // The setup exchanges: every rank's part gathered (checked), then a barrier.
+  // The setup exchanges: every rank's part gathered (checked), then a barrier. (--gather-bytes 0: the
+  // barrier only; at 64k ranks each rank's gather result would be held by every thread at once.)
+  if (job.gatherBytes == 0) {
+    LOOM_TRY(b->barrier());
+    out.doneS = secondsSince(job.start);
+    out.traffic = b->traffic();
+    return loom::Status::Ok();
+  }
   std::vector<char> mine(job.gatherBytes), all(job.gatherBytes * static_cast<size_t>(job.nranks));
   for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<char>(job.rank * 31 + i);
   LOOM_TRY(b->allGather(mine.data(), all.data(), mine.size()));
@@ -306,7 +313,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Loom's bootstrap at scale: N emulated ranks over simulated hosts in one process"};
   app.add_option("--ranks", o.ranks, "rank counts to run, in order")->delimiter(',');
   app.add_option("--ranks-per-host", o.ranksPerHost, "ranks per simulated host")->check(CLI::PositiveNumber);
-  app.add_option("--gather-bytes", o.gatherBytes, "each rank's part of the allGather")->check(CLI::PositiveNumber);
+  app.add_option("--gather-bytes", o.gatherBytes, "each rank's part of the allGather (0: a barrier only)");
   app.add_option("--ranks-per-process", o.ranksPerProcess, "ranks per worker process (whole hosts)")
       ->check(CLI::PositiveNumber);
   app.add_option("--timeout-ms", o.timeoutMs, "each rank's bootstrap timeout");

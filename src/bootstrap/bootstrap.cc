@@ -309,9 +309,39 @@ Status Bootstrap::allGatherTree(const void* mine, char* out, size_t bytes, Deadl
 }
 
 Status Bootstrap::barrier() {
-  char mine = 0;
-  std::vector<char> all(static_cast<size_t>(nranks_));
-  return allGather(&mine, all.data(), 1);
+  if (nranks_ == 1) return Status::Ok();
+  Deadline deadline = opDeadline();
+  if (local_) {
+    char mine = 0;
+    std::vector<char> all(static_cast<size_t>(nranks_));
+    return local_->allGather(rank_, &mine, all.data(), 1, deadline, abort_).withContext("bootstrap barrier (in memory)");
+  }
+  return barrierTree(deadline).withContext("bootstrap barrier");
+}
+
+// A byte up the tree from every rank, then a byte back down: an allGather's path without its table.
+Status Bootstrap::barrierTree(Deadline deadline) {
+  char token = 0;
+  if (!tree_.isLeader()) {
+    LOOM_TRY(send(leader_, &token, 1, deadline).withContext(fmt::format("to rank {}, this host's leader", tree_.leader)));
+    return recv(leader_, &token, 1, deadline).withContext(fmt::format("from rank {}, this host's leader", tree_.leader));
+  }
+  for (size_t i = 0; i < locals_.size(); ++i)
+    LOOM_TRY(recv(locals_[i], &token, 1, deadline).withContext(fmt::format("from rank {} of this host", tree_.locals[i])));
+  for (size_t c = 0; c < children_.size(); ++c)
+    LOOM_TRY(recv(children_[c], &token, 1, deadline)
+                 .withContext(fmt::format("from rank {}, a child leader", tree_.childLeaders[c])));
+  if (tree_.parentLeader >= 0) {
+    const std::string parent = fmt::format("rank {}, the parent leader", tree_.parentLeader);
+    LOOM_TRY(send(parent_, &token, 1, deadline).withContext("to " + parent));
+    LOOM_TRY(recv(parent_, &token, 1, deadline).withContext("from " + parent));
+  }
+  for (size_t c = 0; c < children_.size(); ++c)
+    LOOM_TRY(send(children_[c], &token, 1, deadline)
+                 .withContext(fmt::format("to rank {}, a child leader", tree_.childLeaders[c])));
+  for (size_t i = 0; i < locals_.size(); ++i)
+    LOOM_TRY(send(locals_[i], &token, 1, deadline).withContext(fmt::format("to rank {} of this host", tree_.locals[i])));
+  return Status::Ok();
 }
 
 Status Bootstrap::connectData(int peer, int tag, Socket* out) { return connectData(peer, tag, opDeadline(), out); }

@@ -55,6 +55,7 @@ class Bootstrap final : public PeerExchange {
   Status adoptTable(const std::vector<char>& bytes);
   void closeTree();  // every rank is a thread of this process: exchanges go through memory instead
   Status allGatherTree(const void* mine, char* out, size_t bytes, Deadline deadline);
+  Status barrierTree(Deadline deadline);
 
   // Accepts connections until one presents a valid Hello of one of `kinds`.
   Status acceptHello(std::initializer_list<HelloKind> kinds, Deadline deadline, Socket* out, Hello* hello);
