@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -67,6 +68,7 @@ struct Options {
 struct RankResult {
   bool ok = false;
   bool leader = false;
+  int depth = 0;  // of the rank's host in the tree of leaders
   char error[240] = {0};
   BootstrapTraffic traffic;
   double joinedS = 0, doneS = 0;  // since the start: the table in hand, the exchanges done
@@ -116,6 +118,7 @@ loom::Status bootstrapRank(RankJob& job, RankResult* result) {
   LOOM_TRY(Bootstrap::create(*job.id, job.rank, job.nranks, self, job.timeoutMs, nullptr, &b));
   out.joinedS = secondsSince(job.start);
   out.leader = b->tree().isLeader();
+  for (int h = b->tree().host; h > 0; h = (h - 1) / loom::kLeaderFanout) ++out.depth;
   // The setup exchanges: every rank's part gathered (checked), then a barrier. (--gather-bytes 0: the
   // barrier only; at 64k ranks each rank's gather result would be held by every thread at once.)
   if (job.gatherBytes == 0) {
@@ -242,7 +245,9 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
 
   int failed = nranks - started, leaders = 0;
   std::string firstError;
+  std::map<std::string, int> errors;  // how many ranks failed with each message
   double joinedS = 0;
+  std::vector<double> tableByDepth;  // the last leader of each depth to have the table (s)
   BootstrapTraffic busiest = rootTraffic;
   std::string busiestWho = "the rendezvous";
   int socketsPeak = rootTraffic.socketsPeak;
@@ -251,11 +256,16 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
     const RankResult& res = results[static_cast<size_t>(r)];
     if (!res.ok) {
       if (firstError.empty()) firstError = fmt::format("rank {}: {}", r, res.error[0] ? res.error : "no result");
+      ++errors[res.error];
       ++failed;
       continue;
     }
     leaders += res.leader ? 1 : 0;
     joinedS = std::max(joinedS, res.joinedS);
+    if (res.leader) {
+      if (tableByDepth.size() <= static_cast<size_t>(res.depth)) tableByDepth.resize(static_cast<size_t>(res.depth) + 1, 0);
+      tableByDepth[static_cast<size_t>(res.depth)] = std::max(tableByDepth[static_cast<size_t>(res.depth)], res.joinedS);
+    }
     const BootstrapTraffic& t = res.traffic;
     if (t.bytesSent + t.bytesReceived > busiest.bytesSent + busiest.bytesReceived) {
       busiest = t;
@@ -275,6 +285,7 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
                         {"init_s", seconds},
                         {"rendezvous_s", rendezvousS},
                         {"table_s", joinedS},
+                        {"leaders_table_s_by_depth", tableByDepth},
                         {"busiest_bytes", busiestBytes},
                         {"busiest_bytes_party", busiestWho},
                         {"rendezvous_bytes", static_cast<double>(rootTraffic.bytesSent + rootTraffic.bytesReceived)},
@@ -287,6 +298,12 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
               nranks, row["hosts"].get<int>(), seconds, rendezvousS, joinedS, busiestBytes, busiestWho.c_str(), socketsPeak,
               socketsWho.c_str(), row["worker_max_rss_mib"].get<double>(), failed ? "  FAILED" : "");
   if (failed) std::printf("  %d ranks failed; the first: %s\n", failed, firstError.c_str());
+  for (const auto& [message, count] : errors)
+    if (message.find("the parent leader") == std::string::npos && message.find("this host's leader") == std::string::npos)
+      std::printf("  %6d ranks: %s\n", count, message.c_str());
+  std::printf("  leaders with the table, by depth (s):");
+  for (double t : tableByDepth) std::printf(" %.3f", t);
+  std::printf("\n");
   std::fflush(stdout);
   bool ok = failed == 0;
   if (o.maxSeconds > 0 && seconds > o.maxSeconds) {

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include <fmt/ranges.h>
 
 #include "base/log.h"
 #include "bootstrap/root.h"
+#include "bootstrap/table_file.h"
 
 namespace loom {
 
@@ -37,14 +40,20 @@ Status Bootstrap::sendFrame(const Socket& s, uint32_t status, const void* data, 
   return bytes > 0 ? send(s, data, bytes, deadline) : Status::Ok();
 }
 
-Status Bootstrap::recvFrame(const Socket& s, Deadline deadline, std::vector<char>* payload) {
+Status Bootstrap::recvFrame(const Socket& s, Deadline deadline, std::vector<char>* payload, uint32_t* status) {
   Frame frame;
   LOOM_TRY(recv(s, &frame, sizeof(frame), deadline));
+  return recvFramePayload(s, frame, deadline, payload, status);
+}
+
+Status Bootstrap::recvFramePayload(const Socket& s, const Frame& frame, Deadline deadline, std::vector<char>* payload,
+                                   uint32_t* status) {
   if (frame.bytes > kMaxFrameBytes) return errorStatus(loomRemoteError, "an oversized frame ({} bytes)", frame.bytes);
   payload->resize(frame.bytes);
   LOOM_TRY(recv(s, payload->data(), payload->size(), deadline));
-  if (frame.status != 0)
+  if (frame.status == kFrameRefused || (frame.status != kFrameOk && !status))
     return errorStatus(loomInvalidArgument, "the job was refused: {}", std::string(payload->begin(), payload->end()));
+  if (status) *status = frame.status;
   return Status::Ok();
 }
 
@@ -89,17 +98,32 @@ Bootstrap::~Bootstrap() {
   if (local_) local_->leave(rank_);
 }
 
+// A connection the rendezvous closed before it answered is tried again: under load it sheds
+// connections that stay silent (root.cc), and a rank that joins twice with the same identity is
+// answered again.
 Status Bootstrap::joinRendezvous(const RankInfo& self, Deadline deadline, JoinAnswer* answer) {
-  Socket root;
-  LOOM_TRY(connectTo(id_.root, deadline, abort_, &root));
-  traffic_.opened();
-  Hello hello = makeHello(HelloKind::ToRoot, 0);
-  Status st = send(root, &hello, sizeof(hello), deadline);
-  if (st.ok()) st = send(root, &self, sizeof(self), deadline);
   std::vector<char> payload;
-  if (st.ok()) st = recvFrame(root, deadline, &payload);
-  traffic_.closed();
-  LOOM_TRY(st);
+  for (int attempt = 0;; ++attempt) {
+    Socket root;
+    LOOM_TRY(connectTo(id_.root, deadline, abort_, &root));
+    traffic_.opened();
+    Hello hello = makeHello(HelloKind::ToRoot, 0);
+    Status st = send(root, &hello, sizeof(hello), deadline);
+    if (st.ok()) st = send(root, &self, sizeof(self), deadline);
+    bool answered = false;
+    Frame frame;
+    if (st.ok()) st = recv(root, &frame, sizeof(frame), deadline);
+    if (st.ok()) {
+      answered = true;
+      st = recvFramePayload(root, frame, deadline, &payload, nullptr);
+    }
+    traffic_.closed();
+    if (st.ok()) break;
+    if (answered || deadline.expired() || (abort_ && abort_->load())) return st;
+    LOOM_INFO(Boot, "rank {}: the rendezvous closed the connection before answering ({}); joining again", rank_,
+              st.message());
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, 5 << std::min(attempt, 4))));
+  }
   if (payload.size() != sizeof(JoinAnswer))
     return errorStatus(loomRemoteError, "the rendezvous answered with {} bytes", payload.size());
   std::memcpy(answer, payload.data(), sizeof(*answer));
@@ -111,23 +135,95 @@ Status Bootstrap::joinRendezvous(const RankInfo& self, Deadline deadline, JoinAn
 
 Status Bootstrap::joinLeader(const JoinAnswer& answer, Deadline deadline) {
   const std::string who = fmt::format("rank {}, the leader of this rank's host", answer.leaderRank);
-  LOOM_TRY(connectTo(answer.leaderAddress, deadline, abort_, &leader_, false).withContext("connecting to " + who));
-  traffic_.opened();
-  Hello hello = makeHello(HelloKind::ToLeader, 0);
-  LOOM_TRY(send(leader_, &hello, sizeof(hello), deadline).withContext("joining " + who));
+  Frame frame;
+  // A leader drops a connection that stays silent past kHelloTimeoutMs (this thread may be that slow
+  // under load): such a connection closes before any frame and is made again. A leader that is gone
+  // refuses the next one.
+  for (int attempt = 0;; ++attempt) {
+    LOOM_TRY(connectTo(answer.leaderAddress, deadline, abort_, &leader_, false).withContext("connecting to " + who));
+    traffic_.opened();
+    Hello hello = makeHello(HelloKind::ToLeader, 0);
+    Status st = send(leader_, &hello, sizeof(hello), deadline);
+    if (st.ok()) st = recv(leader_, &frame, sizeof(frame), deadline);
+    if (st.ok()) break;
+    leader_.close();
+    traffic_.closed();
+    if (deadline.expired() || (abort_ && abort_->load())) return st.withContext("waiting for the table from " + who);
+    LOOM_INFO(Boot, "rank {}: {} closed the connection before sending the table ({}); joining again", rank_, who,
+              st.message());
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, 5 << std::min(attempt, 4))));
+  }
   std::vector<char> table;
-  LOOM_TRY(recvFrame(leader_, deadline, &table).withContext("waiting for the table from " + who));
-  LOOM_TRY(adoptTable(table));
+  uint32_t status = kFrameOk;
+  LOOM_TRY(recvFramePayload(leader_, frame, deadline, &table, &status).withContext("waiting for the table from " + who));
+  if (status == kFrameTableFile)
+    LOOM_TRY(takeTableFile(table, deadline).withContext("the table from " + who));
+  else if (status == kFrameOk)
+    LOOM_TRY(adoptTable(table.data(), table.size()));
+  else
+    return errorStatus(loomRemoteError, "{} sent a frame of status {}", who, status);
   if (tree_.leader != answer.leaderRank)
     return errorStatus(loomRemoteError, "the table names rank {} as this host's leader, the rendezvous rank {}",
                        tree_.leader, answer.leaderRank);
   return Status::Ok();
 }
 
-Status Bootstrap::adoptTable(const std::vector<char>& bytes) {
-  LOOM_TRY(sharedRankTable(id_.secret, bytes, nranks_, &table_));
+Status Bootstrap::adoptTable(const void* bytes, size_t size) {
+  std::shared_ptr<const RankTable> table;
+  LOOM_TRY(sharedRankTable(id_.secret, bytes, size, nranks_, &table));
+  return adoptTable(std::move(table));
+}
+
+Status Bootstrap::adoptTable(std::shared_ptr<const RankTable> table) {
+  if (table->nranks() != nranks_) return errorStatus(loomRemoteError, "a table of {} ranks for {}", table->nranks(), nranks_);
+  table_ = std::move(table);
   tree_ = BootstrapTree::of(*table_, rank_);
   return Status::Ok();
+}
+
+Status Bootstrap::takeTableFile(const std::vector<char>& refBytes, Deadline deadline) {
+  TableFileRef ref;
+  if (refBytes.size() != sizeof(ref)) return errorStatus(loomRemoteError, "a table file reference of {} bytes", refBytes.size());
+  std::memcpy(&ref, refBytes.data(), sizeof(ref));
+  ref.name[sizeof(ref.name) - 1] = '\0';
+  Status st = Status::Ok();
+  if (auto known = findSharedRankTable(id_.secret, ref.tableId)) {
+    st = adoptTable(std::move(known));
+  } else {
+    st = readTableFile(ref.name, ref.bytes, [&](const void* p, size_t n) { return adoptTable(p, n); });
+  }
+  // The leader waits for every rank's answer before it removes the file: 1, or 0 and the bytes please.
+  const char got = st.ok() ? 1 : 0;
+  LOOM_TRY(send(leader_, &got, 1, deadline));
+  if (st.ok()) return st;
+  LOOM_INFO(Boot, "rank {}: the table file is out of reach ({}); the leader sends the bytes", rank_, st.message());
+  std::vector<char> table;
+  LOOM_TRY(recvFrame(leader_, deadline, &table));
+  return adoptTable(table.data(), table.size());
+}
+
+Status Bootstrap::handTableToLocals(const std::vector<char>& table, Deadline deadline) {
+  auto who = [&](size_t i) { return fmt::format("handing the table to rank {} of this host", tree_.locals[i]); };
+  TableFile file;
+  Status published = locals_.empty() ? Status::Ok() : TableFile::publish(id_.secret, table_->id, rank_, table, &file);
+  if (!published.ok()) {
+    LOOM_INFO(Boot, "rank {}: no table file for this host's ranks ({}); sending the bytes", rank_, published.message());
+    for (size_t i = 0; i < locals_.size(); ++i)
+      LOOM_TRY(sendFrame(locals_[i], kFrameOk, table.data(), table.size(), deadline).withContext(who(i)));
+    return Status::Ok();
+  }
+  TableFileRef ref;
+  std::snprintf(ref.name, sizeof(ref.name), "%s", file.name().c_str());
+  ref.bytes = table.size();
+  ref.tableId = table_->id;
+  for (size_t i = 0; i < locals_.size(); ++i)
+    LOOM_TRY(sendFrame(locals_[i], kFrameTableFile, &ref, sizeof(ref), deadline).withContext(who(i)));
+  for (size_t i = 0; i < locals_.size(); ++i) {
+    char got = 0;
+    LOOM_TRY(recv(locals_[i], &got, 1, deadline).withContext(who(i)));
+    if (got != 1) LOOM_TRY(sendFrame(locals_[i], kFrameOk, table.data(), table.size(), deadline).withContext(who(i)));
+  }
+  return Status::Ok();  // `file` is unlinked here: every rank of this host has the table
 }
 
 Status Bootstrap::leadHost(Deadline deadline) {
@@ -135,9 +231,9 @@ Status Bootstrap::leadHost(Deadline deadline) {
   std::vector<char> table;
   size_t joined = 0;
   auto tellLocals = [&](const std::string& why) {
-    for (auto& [r, s] : early) (void)sendFrame(s, 1, why.data(), why.size(), Deadline::afterMs(kHelloTimeoutMs));
+    for (auto& [r, s] : early) (void)sendFrame(s, kFrameRefused, why.data(), why.size(), Deadline::afterMs(kHelloTimeoutMs));
     for (Socket& s : locals_)
-      if (s.valid()) (void)sendFrame(s, 1, why.data(), why.size(), Deadline::afterMs(kHelloTimeoutMs));
+      if (s.valid()) (void)sendFrame(s, kFrameRefused, why.data(), why.size(), Deadline::afterMs(kHelloTimeoutMs));
   };
   while (!table_ || joined < tree_.locals.size()) {
     Socket s;
@@ -176,7 +272,7 @@ Status Bootstrap::leadHost(Deadline deadline) {
       continue;
     }
     Status got = recvFrame(s, deadline, &table);
-    if (got.ok()) got = adoptTable(table);
+    if (got.ok()) got = adoptTable(table.data(), table.size());
     if (got.ok() && !tree_.isLeader())
       got = errorStatus(loomRemoteError, "the table names rank {} as this host's leader, the rendezvous rank {}",
                         tree_.leader, rank_);
@@ -201,7 +297,7 @@ Status Bootstrap::leadHost(Deadline deadline) {
         Hello down = makeHello(HelloKind::FromParent, 0);
         sent = send(children_[c], &down, sizeof(down), deadline);
       }
-      if (sent.ok()) sent = sendFrame(children_[c], 0, table.data(), table.size(), deadline);
+      if (sent.ok()) sent = sendFrame(children_[c], kFrameOk, table.data(), table.size(), deadline);
       if (!sent.ok()) {
         const std::string why = fmt::format("rank {} could not hand the table to {}: {}", rank_, who, sent.message());
         tellLocals(why);
@@ -221,10 +317,7 @@ Status Bootstrap::leadHost(Deadline deadline) {
     }
     early.clear();
   }
-  for (size_t i = 0; i < locals_.size(); ++i)
-    LOOM_TRY(sendFrame(locals_[i], 0, table.data(), table.size(), deadline)
-                 .withContext(fmt::format("handing the table to rank {} of this host", tree_.locals[i])));
-  return Status::Ok();
+  return handTableToLocals(table, deadline);
 }
 
 void Bootstrap::closeTree() {

@@ -52,7 +52,12 @@ class Bootstrap final : public PeerExchange {
   // A host's leader: receives the table from its parent (or the rendezvous), passes it to its child
   // leaders and, once they all joined, to its host's other ranks.
   Status leadHost(Deadline deadline);
-  Status adoptTable(const std::vector<char>& bytes);
+  Status adoptTable(const void* bytes, size_t size);
+  Status adoptTable(std::shared_ptr<const RankTable> table);
+  // A leader: the table to its host's ranks, through a shared-memory file where they can open it.
+  Status handTableToLocals(const std::vector<char>& table, Deadline deadline);
+  // A rank whose leader put the table in a file (`ref`): the table of this process, or the file's.
+  Status takeTableFile(const std::vector<char>& ref, Deadline deadline);
   void closeTree();  // every rank is a thread of this process: exchanges go through memory instead
   Status allGatherTree(const void* mine, char* out, size_t bytes, Deadline deadline);
   Status barrierTree(Deadline deadline);
@@ -63,8 +68,11 @@ class Bootstrap final : public PeerExchange {
   Status send(const Socket& s, const void* data, size_t bytes, Deadline deadline);
   Status recv(const Socket& s, void* data, size_t bytes, Deadline deadline);
   Status sendFrame(const Socket& s, uint32_t status, const void* data, size_t bytes, Deadline deadline);
-  // A frame's payload; a frame that carries a failure becomes an error with its reason.
-  Status recvFrame(const Socket& s, Deadline deadline, std::vector<char>* payload);
+  // A frame's payload and status (kFrameOk, kFrameTableFile); a frame that carries a failure becomes
+  // an error with its reason.
+  Status recvFrame(const Socket& s, Deadline deadline, std::vector<char>* payload, uint32_t* status = nullptr);
+  Status recvFramePayload(const Socket& s, const Frame& frame, Deadline deadline, std::vector<char>* payload,
+                          uint32_t* status);
 
   UniqueIdData id_;
   int rank_ = 0;

@@ -1,17 +1,16 @@
 #include "bootstrap/rank_table.h"
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 
-#include "base/hash.h"
 
 namespace loom {
 namespace {
 
 struct TableHeader {
+  uint64_t id = 0;
   uint32_t nranks = 0;
   uint32_t nhosts = 0;
   uint32_t naddresses = 0;
@@ -51,7 +50,7 @@ void append(std::vector<char>* out, const T& value) {
 
 }  // namespace
 
-std::vector<char> encodeRankTable(const std::vector<RankInfo>& ranks, const std::vector<int32_t>& hostOfRank,
+std::vector<char> encodeRankTable(uint64_t id, const std::vector<RankInfo>& ranks, const std::vector<int32_t>& hostOfRank,
                                   const std::vector<int32_t>& leaderOfHost) {
   std::vector<SocketAddress> addresses;
   std::map<std::string, uint32_t> addressIndex;
@@ -63,7 +62,7 @@ std::vector<char> encodeRankTable(const std::vector<RankInfo>& ranks, const std:
     if (added) addresses.push_back(a);
     addressOfRank[r] = it->second;
   }
-  TableHeader header{static_cast<uint32_t>(ranks.size()), static_cast<uint32_t>(leaderOfHost.size()),
+  TableHeader header{id, static_cast<uint32_t>(ranks.size()), static_cast<uint32_t>(leaderOfHost.size()),
                      static_cast<uint32_t>(addresses.size()), 0};
   std::vector<char> out;
   out.reserve(sizeof(header) + leaderOfHost.size() * sizeof(HostRecord) + addresses.size() * sizeof(SocketAddress) +
@@ -117,6 +116,7 @@ Status decodeRankTable(const void* bytes, size_t size, int nranks, RankTable* ou
     if (!addresses[a].valid()) return errorStatus(loomRemoteError, "rank table: address {} is not valid", a);
 
   RankTable t;
+  t.id = header.id;
   t.ranks.resize(header.nranks);
   t.hostOfRank.resize(header.nranks);
   t.leaderOfHost.resize(header.nhosts);
@@ -149,39 +149,53 @@ Status decodeRankTable(const void* bytes, size_t size, int nranks, RankTable* ou
   return Status::Ok();
 }
 
-Status sharedRankTable(const uint8_t* secret, const std::vector<char>& bytes, int nranks,
+namespace {
+
+// The tables that ranks of this process hold, by (secret, id).
+struct SharedTables {
+  std::mutex mutex;
+  std::map<std::pair<std::string, uint64_t>, std::weak_ptr<const RankTable>> tables;
+  static SharedTables& get() {
+    static SharedTables* shared = new SharedTables();  // never destroyed: ranks may outlive static destructors
+    return *shared;
+  }
+};
+
+std::pair<std::string, uint64_t> tableKey(const uint8_t* secret, uint64_t id) {
+  return {std::string(reinterpret_cast<const char*>(secret), kSecretBytes), id};
+}
+
+}  // namespace
+
+std::shared_ptr<const RankTable> findSharedRankTable(const uint8_t* secret, uint64_t id) {
+  SharedTables& shared = SharedTables::get();
+  std::lock_guard<std::mutex> lock(shared.mutex);
+  auto it = shared.tables.find(tableKey(secret, id));
+  return it == shared.tables.end() ? nullptr : it->second.lock();
+}
+
+Status sharedRankTable(const uint8_t* secret, const void* bytes, size_t size, int nranks,
                        std::shared_ptr<const RankTable>* out) {
-  struct Entry {
-    std::vector<char> bytes;
-    std::weak_ptr<const RankTable> table;
-  };
-  static std::mutex mutex;
-  // By a hash of the secret, the size and the first and last bytes (the whole is compared below: rank
-  // threads would otherwise hash n tables of n records each).
-  static std::multimap<uint64_t, Entry> tables;
-  const size_t edge = std::min<size_t>(bytes.size(), 4096);
-  const uint64_t key = Fnv1a()
-                           .bytes(secret, kSecretBytes)
-                           .value(bytes.size())
-                           .bytes(bytes.data(), edge)
-                           .bytes(bytes.data() + bytes.size() - edge, edge)
-                           .digest();
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto [first, last] = tables.equal_range(key);
-    for (auto it = first; it != last; ++it) {
-      if (it->second.bytes != bytes) continue;
-      if (auto shared = it->second.table.lock()) {
-        *out = std::move(shared);
-        return Status::Ok();
-      }
+  TableHeader header;
+  if (size >= sizeof(header)) {
+    std::memcpy(&header, bytes, sizeof(header));
+    if (auto known = findSharedRankTable(secret, header.id); known && known->nranks() == nranks) {
+      *out = std::move(known);
+      return Status::Ok();
     }
   }
   auto table = std::make_shared<RankTable>();
-  LOOM_TRY(decodeRankTable(bytes.data(), bytes.size(), nranks, table.get()));
-  std::lock_guard<std::mutex> lock(mutex);
-  for (auto it = tables.begin(); it != tables.end();) it = it->second.table.expired() ? tables.erase(it) : std::next(it);
-  tables.emplace(key, Entry{bytes, table});
+  LOOM_TRY(decodeRankTable(bytes, size, nranks, table.get()));
+  SharedTables& shared = SharedTables::get();
+  std::lock_guard<std::mutex> lock(shared.mutex);
+  for (auto it = shared.tables.begin(); it != shared.tables.end();)
+    it = it->second.expired() ? shared.tables.erase(it) : std::next(it);
+  auto& slot = shared.tables[tableKey(secret, table->id)];
+  if (auto other = slot.lock()) {  // another rank thread decoded it meanwhile
+    *out = std::move(other);
+    return Status::Ok();
+  }
+  slot = table;
   *out = std::move(table);
   return Status::Ok();
 }

@@ -16,6 +16,7 @@
 namespace loom {
 
 struct RankTable {
+  uint64_t id = 0;  // random, made by the rendezvous: one table of one communicator
   std::vector<RankInfo> ranks;
   std::vector<int32_t> hostOfRank;    // index into leaderOfHost, numbered by the rendezvous
   std::vector<int32_t> leaderOfHost;  // the rank that leads each host's part of the bootstrap
@@ -25,16 +26,18 @@ struct RankTable {
 };
 
 // Encodes `ranks` (every rank's RankInfo) with each rank's host index and each host's leader.
-std::vector<char> encodeRankTable(const std::vector<RankInfo>& ranks, const std::vector<int32_t>& hostOfRank,
+std::vector<char> encodeRankTable(uint64_t id, const std::vector<RankInfo>& ranks, const std::vector<int32_t>& hostOfRank,
                                   const std::vector<int32_t>& leaderOfHost);
 
 // Checks and decodes a table for `nranks` ranks. Pure (no I/O), so that it can be fuzzed: every
 // index is checked, every rank has a valid address, every host's leader is one of its ranks.
 Status decodeRankTable(const void* bytes, size_t size, int nranks, RankTable* out);
 
-// The decoded table, shared with the other ranks of this process that received the same bytes for
-// the same communicator (`secret`).
-Status sharedRankTable(const uint8_t* secret, const std::vector<char>& bytes, int nranks,
+// The decoded table, shared with the other ranks of this process that hold the table of the same id
+// for the same communicator (`secret`): only the first decodes it.
+Status sharedRankTable(const uint8_t* secret, const void* bytes, size_t size, int nranks,
                        std::shared_ptr<const RankTable>* out);
+// The table of that id when a rank of this process decoded it and still holds it; null otherwise.
+std::shared_ptr<const RankTable> findSharedRankTable(const uint8_t* secret, uint64_t id);
 
 }  // namespace loom

@@ -19,6 +19,7 @@ constexpr uint32_t kWireVersion = 4;
 constexpr size_t kSecretBytes = 16;
 constexpr uint32_t kMaxFrameBytes = 64u << 20;  // larger frames are refused as junk
 constexpr int kHelloTimeoutMs = 2000;           // a peer that connects must say hello this quickly
+constexpr int32_t kMaxRanks = 1 << 24;          // a hello for more ranks is junk (tables are sized by it)
 
 // ToRoot: a rank joins the rendezvous. ToLeader: a rank joins its host's leader (bootstrap_tree.h).
 // FromParent: the table (or the job's failure) comes down the tree of leaders, from the rendezvous
@@ -49,8 +50,21 @@ struct RankInfo {
 // and `bytes` of payload, or a non-zero status and a reason string of `bytes`. Its layout never
 // changes between wire versions, so a rank of another version still reads why it was refused.
 struct Frame {
-  uint32_t status = 0;
+  uint32_t status = 0;  // FrameStatus
   uint32_t bytes = 0;
+};
+enum FrameStatus : uint32_t {
+  kFrameOk = 0,
+  kFrameRefused = 1,
+  kFrameTableFile = 2,  // a leader to its host's ranks: the table is in a shared-memory file (TableFileRef)
+};
+
+// Where a host's leader put the table for its host's ranks (table_file.h), and the table's id
+// (rank_table.h): a rank of a process that already holds that table opens nothing.
+struct TableFileRef {
+  char name[64] = {0};
+  uint64_t bytes = 0;
+  uint64_t tableId = 0;
 };
 
 // The rendezvous' answer to a joining rank (the payload of a status-0 Frame): which rank leads its

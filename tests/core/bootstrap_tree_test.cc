@@ -47,11 +47,12 @@ TEST(BootstrapTree, TheCompactTableSurvivesItsTrip) {
     hostOf.push_back(r % 3);
   }
   const std::vector<int32_t> leaders{0, 1, 2};
-  const std::vector<char> bytes = encodeRankTable(ranks, hostOf, leaders);
-  EXPECT_EQ(bytes.size(), 16u + 3 * 80 + 2 * sizeof(SocketAddress) + kRanks * 32);
+  const std::vector<char> bytes = encodeRankTable(77, ranks, hostOf, leaders);
+  EXPECT_EQ(bytes.size(), 24u + 3 * 80 + 2 * sizeof(SocketAddress) + kRanks * 32);
   RankTable t;
   ASSERT_TRUE(decodeRankTable(bytes.data(), bytes.size(), kRanks, &t).ok());
   ASSERT_EQ(t.nranks(), kRanks);
+  EXPECT_EQ(t.id, 77u);
   EXPECT_EQ(t.leaderOfHost, leaders);
   EXPECT_EQ(t.hostOfRank, hostOf);
   for (int r = 0; r < kRanks; ++r) {
@@ -69,12 +70,12 @@ TEST(BootstrapTree, ACorruptTableIsRefusedWithAReason) {
   std::vector<RankInfo> ranks{simulatedRank(0, 0), simulatedRank(1, 1)};
   ranks[0].listenAddress.port = 1;
   ranks[1].listenAddress.port = 2;
-  const std::vector<char> good = encodeRankTable(ranks, {0, 1}, {0, 1});
+  const std::vector<char> good = encodeRankTable(1, ranks, {0, 1}, {0, 1});
   RankTable t;
   EXPECT_FALSE(decodeRankTable(good.data(), good.size(), 3, &t).ok());          // another rank count
   EXPECT_FALSE(decodeRankTable(good.data(), good.size() - 1, 2, &t).ok());      // truncated
   std::vector<char> bad = good;
-  const size_t hostsAt = 16, leaderAt = hostsAt + 80 + 72;  // host 1's leader field
+  const size_t hostsAt = 24, leaderAt = hostsAt + 80 + 72;  // host 1's leader field
   int32_t wrongLeader = 0;  // rank 0 is on host 0
   std::memcpy(bad.data() + leaderAt, &wrongLeader, sizeof(wrongLeader));
   Status st = decodeRankTable(bad.data(), bad.size(), 2, &t);
