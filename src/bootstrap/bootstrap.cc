@@ -1,6 +1,10 @@
 #include "bootstrap/bootstrap.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <chrono>
 #include <map>
@@ -9,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "base/log.h"
+#include "bootstrap/host_election.h"
 #include "bootstrap/root.h"
 #include "bootstrap/table_file.h"
 
@@ -78,12 +83,23 @@ Status Bootstrap::create(const UniqueIdData& id, int rank, int nranks, RankInfo 
     LOOM_TRY(listenOn(bindAddr, &rootListener, &bound).withContext("LOOM_COMM_ID rendezvous"));
     startRoot(std::move(rootListener), id);
   }
-  JoinAnswer answer;
-  LOOM_TRY(b->joinRendezvous(self, deadline, &answer).withContext("joining the rendezvous at " + id.root.toString()));
-  if (answer.leaderRank == rank)
-    LOOM_TRY(b->leadHost(deadline));
-  else
-    LOOM_TRY(b->joinLeader(answer, deadline));
+  // The first rank of this host to claim its name leads it; the others join that leader. A leader
+  // that went before this rank reached it leaves the name free: claim it again.
+  for (int attempt = 0;; ++attempt) {
+    Socket hostListener;
+    bool leads = false;
+    LOOM_TRY(claimHostLeadership(id.secret, self.process.hostHash, &hostListener, &leads));
+    if (leads) {
+      b->traffic_.opened();
+      LOOM_TRY(b->leadHost(self, std::move(hostListener), deadline));
+      break;
+    }
+    bool noLeader = false;
+    Status st = b->joinLeader(self, deadline, &noLeader);
+    if (st.ok()) break;
+    if (!noLeader || deadline.expired() || (abort && abort->load())) return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20, 1 << std::min(attempt, 4))));
+  }
   const bool allHere = std::all_of(b->table().begin(), b->table().end(),
                                    [&](const RankInfo& r) { return r.process.sameProcess(self.process); });
   if (allHere && nranks > 1) {
@@ -98,60 +114,21 @@ Bootstrap::~Bootstrap() {
   if (local_) local_->leave(rank_);
 }
 
-// A connection the rendezvous closed before it answered is tried again: under load it sheds
-// connections that stay silent (root.cc), and a rank that joins twice with the same identity is
-// answered again.
-Status Bootstrap::joinRendezvous(const RankInfo& self, Deadline deadline, JoinAnswer* answer) {
-  std::vector<char> payload;
-  for (int attempt = 0;; ++attempt) {
-    Socket root;
-    LOOM_TRY(connectTo(id_.root, deadline, abort_, &root));
-    traffic_.opened();
-    Hello hello = makeHello(HelloKind::ToRoot, 0);
-    Status st = send(root, &hello, sizeof(hello), deadline);
-    if (st.ok()) st = send(root, &self, sizeof(self), deadline);
-    bool answered = false;
-    Frame frame;
-    if (st.ok()) st = recv(root, &frame, sizeof(frame), deadline);
-    if (st.ok()) {
-      answered = true;
-      st = recvFramePayload(root, frame, deadline, &payload, nullptr);
-    }
-    traffic_.closed();
-    if (st.ok()) break;
-    if (answered || deadline.expired() || (abort_ && abort_->load())) return st;
-    LOOM_INFO(Boot, "rank {}: the rendezvous closed the connection before answering ({}); joining again", rank_,
-              st.message());
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, 5 << std::min(attempt, 4))));
-  }
-  if (payload.size() != sizeof(JoinAnswer))
-    return errorStatus(loomRemoteError, "the rendezvous answered with {} bytes", payload.size());
-  std::memcpy(answer, payload.data(), sizeof(*answer));
-  if (answer->leaderRank < 0 || answer->leaderRank >= nranks_ || !answer->leaderAddress.valid())
-    return errorStatus(loomRemoteError, "the rendezvous named leader rank {} at {}", answer->leaderRank,
-                       answer->leaderAddress.toString());
-  return Status::Ok();
-}
-
-Status Bootstrap::joinLeader(const JoinAnswer& answer, Deadline deadline) {
-  const std::string who = fmt::format("rank {}, the leader of this rank's host", answer.leaderRank);
+Status Bootstrap::joinLeader(const RankInfo& self, Deadline deadline, bool* noLeader) {
+  const std::string who = "this host's leader";
+  LOOM_TRY(connectToHostLeader(id_.secret, self.process.hostHash, deadline, &leader_, noLeader));
+  traffic_.opened();
+  Hello hello = makeHello(HelloKind::ToLeader, 0);
+  Status st = send(leader_, &hello, sizeof(hello), deadline);
+  if (st.ok()) st = send(leader_, &self, sizeof(self), deadline);
   Frame frame;
-  // A leader drops a connection that stays silent past kHelloTimeoutMs (this thread may be that slow
-  // under load): such a connection closes before any frame and is made again. A leader that is gone
-  // refuses the next one.
-  for (int attempt = 0;; ++attempt) {
-    LOOM_TRY(connectTo(answer.leaderAddress, deadline, abort_, &leader_, false).withContext("connecting to " + who));
-    traffic_.opened();
-    Hello hello = makeHello(HelloKind::ToLeader, 0);
-    Status st = send(leader_, &hello, sizeof(hello), deadline);
-    if (st.ok()) st = recv(leader_, &frame, sizeof(frame), deadline);
-    if (st.ok()) break;
+  if (st.ok()) st = recv(leader_, &frame, sizeof(frame), deadline);
+  if (!st.ok()) {
+    // Closed before any answer: the leader went (or dropped this connection); claim or join again.
     leader_.close();
     traffic_.closed();
-    if (deadline.expired() || (abort_ && abort_->load())) return st.withContext("waiting for the table from " + who);
-    LOOM_INFO(Boot, "rank {}: {} closed the connection before sending the table ({}); joining again", rank_, who,
-              st.message());
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, 5 << std::min(attempt, 4))));
+    *noLeader = !deadline.expired();
+    return st.withContext("waiting for the table from " + who);
   }
   std::vector<char> table;
   uint32_t status = kFrameOk;
@@ -162,9 +139,7 @@ Status Bootstrap::joinLeader(const JoinAnswer& answer, Deadline deadline) {
     LOOM_TRY(adoptTable(table.data(), table.size()));
   else
     return errorStatus(loomRemoteError, "{} sent a frame of status {}", who, status);
-  if (tree_.leader != answer.leaderRank)
-    return errorStatus(loomRemoteError, "the table names rank {} as this host's leader, the rendezvous rank {}",
-                       tree_.leader, answer.leaderRank);
+  if (tree_.isLeader()) return errorStatus(loomRemoteError, "the table names this rank as its host's leader");
   return Status::Ok();
 }
 
@@ -226,98 +201,131 @@ Status Bootstrap::handTableToLocals(const std::vector<char>& table, Deadline dea
   return Status::Ok();  // `file` is unlinked here: every rank of this host has the table
 }
 
-Status Bootstrap::leadHost(Deadline deadline) {
-  std::map<int, Socket> early;  // ranks of this host that joined before the table came
-  std::vector<char> table;
-  size_t joined = 0;
+// Serves two sockets until the table comes: the host's name (its ranks join) and this rank's listener
+// (the table, or the job's failure, from the rendezvous for host 0 or from the parent leader). The
+// records of the ranks that joined (this one's first) go to the rendezvous in batches, each on a
+// short connection: it holds no socket per host.
+Status Bootstrap::leadHost(const RankInfo& self, Socket hostListener, Deadline deadline) {
+  std::map<int, Socket> joined;  // this host's other ranks, by rank
   auto tellLocals = [&](const std::string& why) {
-    for (auto& [r, s] : early) (void)sendFrame(s, kFrameRefused, why.data(), why.size(), Deadline::afterMs(kHelloTimeoutMs));
-    for (Socket& s : locals_)
-      if (s.valid()) (void)sendFrame(s, kFrameRefused, why.data(), why.size(), Deadline::afterMs(kHelloTimeoutMs));
+    for (auto& [r, s] : joined) (void)sendFrame(s, kFrameRefused, why.data(), why.size(), Deadline::afterMs(kHelloTimeoutMs));
   };
-  while (!table_ || joined < tree_.locals.size()) {
-    Socket s;
-    Hello hello;
-    Status st = acceptHello({HelloKind::ToLeader, HelloKind::FromParent}, deadline, &s, &hello);
-    if (!st.ok()) {
-      std::string waiting = table_ ? "this host's ranks" : "the table";
-      if (table_) {
-        std::vector<int> missing;
-        for (size_t i = 0; i < tree_.locals.size(); ++i)
-          if (!locals_[i].valid()) missing.push_back(tree_.locals[i]);
-        waiting = fmt::format("rank(s) {} of this host", fmt::join(missing, ", "));
+  std::vector<char> records(sizeof(Hello) + sizeof(RankInfo));
+  Hello hello = makeHello(HelloKind::ToRoot, rank_);  // tag: the leader the record came through
+  std::memcpy(records.data(), &hello, sizeof(hello));
+  std::memcpy(records.data() + sizeof(hello), &self, sizeof(self));
+  std::vector<char> table;
+  Socket from;  // where the table came from: the parent leader (kept), or the rendezvous
+  while (!table_) {
+    if (!records.empty()) {
+      Socket root;
+      Status st = connectTo(id_.root, deadline, abort_, &root);
+      if (st.ok()) st = send(root, records.data(), records.size(), deadline);
+      if (!st.ok()) {
+        tellLocals(st.message());
+        return st.withContext("joining the rendezvous at " + id_.root.toString());
       }
-      return st.withContext(fmt::format("rank {}, leading its host, waiting for {}", rank_, waiting));
+      records.clear();
+    }
+    pollfd fds[2] = {{hostListener.fd(), POLLIN, 0}, {listener_.fd(), POLLIN, 0}};
+    if (deadline.expired())
+      return errorStatus(loomTimeout, "rank {}, leading its host with {} other rank(s) joined, waiting for the table: timed out",
+                         rank_, joined.size());
+    if (abort_ && abort_->load()) return errorStatus(loomRemoteError, "rank {}: aborted while leading its host", rank_);
+    if (::poll(fds, 2, deadline.remainingMs(abort_ ? 50 : 1000)) < 0 && errno != EINTR)
+      return systemError("poll: {}", std::strerror(errno));
+    if (fds[0].revents) joinLocals(hostListener, &records, &joined);
+    if (fds[1].revents) {
+      Socket s;
+      Hello h;
+      LOOM_TRY(acceptHello({HelloKind::FromParent}, deadline, &s, &h));
+      traffic_.opened();
+      const std::string source =
+          h.tag < 0 ? std::string("the rendezvous") : fmt::format("rank {}, the parent leader", h.rank);
+      Status got = recvFrame(s, deadline, &table);
+      if (got.ok()) got = adoptTable(table.data(), table.size());
+      if (!got.ok()) {
+        tellLocals(got.message());
+        return got.withContext(source);
+      }
+      if (h.tag < 0) {
+        traffic_.closed();  // the rendezvous' connection: done
+      } else {
+        from = std::move(s);
+      }
+    }
+  }
+  if (!tree_.isLeader())
+    return errorStatus(loomRemoteError, "the table names rank {} as this host's leader, not this rank", tree_.leader);
+  if (tree_.parentLeader >= 0) {
+    if (!from.valid()) return errorStatus(loomRemoteError, "the rendezvous sent the table to a leader of host {}", tree_.host);
+    parent_ = std::move(from);
+  }
+  // Down the tree first: its depth is what a table's delivery waits for.
+  children_.resize(tree_.childLeaders.size());
+  for (size_t c = 0; c < tree_.childLeaders.size(); ++c) {
+    const int child = tree_.childLeaders[c];
+    Status sent = connectTo(table_->ranks[static_cast<size_t>(child)].listenAddress, deadline, abort_, &children_[c], false);
+    if (sent.ok()) {
+      traffic_.opened();
+      Hello down = makeHello(HelloKind::FromParent, 0);
+      sent = send(children_[c], &down, sizeof(down), deadline);
+    }
+    if (sent.ok()) sent = sendFrame(children_[c], kFrameOk, table.data(), table.size(), deadline);
+    if (!sent.ok()) {
+      const std::string why =
+          fmt::format("rank {} could not hand the table to rank {}, a child leader: {}", rank_, child, sent.message());
+      tellLocals(why);
+      return errorStatus(loomRemoteError, "{}", why);
+    }
+  }
+  locals_.resize(tree_.locals.size());
+  for (size_t i = 0; i < tree_.locals.size(); ++i) {
+    auto it = joined.find(tree_.locals[i]);
+    if (it == joined.end())
+      return errorStatus(loomRemoteError, "rank {} of this host is in the table but never joined its leader", tree_.locals[i]);
+    locals_[i] = std::move(it->second);
+  }
+  hostListener.close();  // every rank of this host is here: the name is free again
+  traffic_.closed();
+  return handTableToLocals(table, deadline);
+}
+
+// The ranks of this host that connected: each one's Hello and RankInfo; its record is queued for the
+// rendezvous (which checks it against the job: the rank count, the version). Strangers are dropped.
+void Bootstrap::joinLocals(const Socket& hostListener, std::vector<char>* records, std::map<int, Socket>* joined) {
+  for (;;) {
+    const int fd = ::accept4(hostListener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    Socket s(fd);
+    const Deadline helloDeadline = Deadline::afterMs(kHelloTimeoutMs);
+    char record[sizeof(Hello) + sizeof(RankInfo)] = {0};
+    Hello raw, hello;
+    Status st = recvAll(s, &raw, sizeof(raw), helloDeadline, abort_);
+    if (st.ok()) st = parseHello(&raw, sizeof(raw), id_.secret, HelloKind::ToLeader, 0, &hello);
+    const bool otherVersion = !st.ok() && raw.magic == kWireMagic && raw.version != kWireVersion &&
+                              std::memcmp(raw.secret, id_.secret, kSecretBytes) == 0;
+    if (!st.ok() && !otherVersion) {
+      LOOM_WARN(Boot, "rank {}: dropped a connection to this host's leader: {}", rank_, st.message());
+      continue;
+    }
+    raw.kind = static_cast<uint32_t>(HelloKind::ToRoot);
+    raw.tag = rank_;
+    std::memcpy(record, &raw, sizeof(raw));
+    // A rank of another version sent a RankInfo of its own shape: the rendezvous reads its Hello only.
+    if (!otherVersion && !recvAll(s, record + sizeof(raw), sizeof(RankInfo), helloDeadline, abort_).ok()) {
+      LOOM_WARN(Boot, "rank {}: rank {} hung up while joining this host", rank_, hello.rank);
+      continue;
+    }
+    traffic_.bytesReceived += sizeof(record);
+    records->insert(records->end(), record, record + sizeof(record));
+    if (otherVersion) continue;  // the rendezvous fails the job, and this leader tells its ranks why
+    if (!joined->emplace(hello.rank, std::move(s)).second) {
+      LOOM_WARN(Boot, "rank {}: rank {} joined this host twice", rank_, hello.rank);
+      continue;
     }
     traffic_.opened();
-    if (hello.kind == static_cast<uint32_t>(HelloKind::ToLeader)) {
-      if (!table_) {
-        if (!early.emplace(hello.rank, std::move(s)).second) traffic_.closed();
-        continue;
-      }
-      auto it = std::find(tree_.locals.begin(), tree_.locals.end(), hello.rank);
-      const size_t i = static_cast<size_t>(it - tree_.locals.begin());
-      if (it == tree_.locals.end() || locals_[i].valid()) {
-        LOOM_WARN(Boot, "rank {}: dropped rank {}, which is not a rank of this host or joined twice", rank_, hello.rank);
-        traffic_.closed();
-        continue;
-      }
-      locals_[i] = std::move(s);
-      ++joined;
-      continue;
-    }
-    if (table_) {  // a second table: a stranger with the secret, or a bug
-      LOOM_WARN(Boot, "rank {}: dropped a second table from rank {}", rank_, hello.rank);
-      traffic_.closed();
-      continue;
-    }
-    Status got = recvFrame(s, deadline, &table);
-    if (got.ok()) got = adoptTable(table.data(), table.size());
-    if (got.ok() && !tree_.isLeader())
-      got = errorStatus(loomRemoteError, "the table names rank {} as this host's leader, the rendezvous rank {}",
-                        tree_.leader, rank_);
-    if (!got.ok()) {
-      tellLocals(got.message());
-      return got.withContext(hello.tag < 0 ? "the table from the rendezvous"
-                                           : fmt::format("the table from rank {}, the parent leader", hello.rank));
-    }
-    if (tree_.parentLeader >= 0) {
-      parent_ = std::move(s);
-    } else {
-      traffic_.closed();  // the rendezvous' connection: done
-    }
-    // Down the tree first: its depth is what a table's delivery waits for.
-    children_.resize(tree_.childLeaders.size());
-    for (size_t c = 0; c < tree_.childLeaders.size(); ++c) {
-      const int child = tree_.childLeaders[c];
-      const std::string who = fmt::format("rank {}, a child leader", child);
-      Status sent = connectTo(table_->ranks[static_cast<size_t>(child)].listenAddress, deadline, abort_, &children_[c], false);
-      if (sent.ok()) {
-        traffic_.opened();
-        Hello down = makeHello(HelloKind::FromParent, 0);
-        sent = send(children_[c], &down, sizeof(down), deadline);
-      }
-      if (sent.ok()) sent = sendFrame(children_[c], kFrameOk, table.data(), table.size(), deadline);
-      if (!sent.ok()) {
-        const std::string why = fmt::format("rank {} could not hand the table to {}: {}", rank_, who, sent.message());
-        tellLocals(why);
-        return errorStatus(loomRemoteError, "{}", why);
-      }
-    }
-    locals_.resize(tree_.locals.size());
-    for (auto& [r, early_s] : early) {
-      auto it = std::find(tree_.locals.begin(), tree_.locals.end(), r);
-      if (it == tree_.locals.end()) {
-        LOOM_WARN(Boot, "rank {}: dropped rank {}, which is not a rank of this host", rank_, r);
-        traffic_.closed();
-        continue;
-      }
-      locals_[static_cast<size_t>(it - tree_.locals.begin())] = std::move(early_s);
-      ++joined;
-    }
-    early.clear();
   }
-  return handTableToLocals(table, deadline);
 }
 
 void Bootstrap::closeTree() {

@@ -5,6 +5,7 @@
 // Its listener also accepts the socket transport's data connections, each authenticated by a Hello.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -46,12 +47,14 @@ class Bootstrap final : public PeerExchange {
  private:
   Bootstrap() = default;
   Deadline opDeadline() const { return Deadline::afterMs(timeoutMs_); }
-  Status joinRendezvous(const RankInfo& self, Deadline deadline, JoinAnswer* answer);
-  // A rank that does not lead its host: joins its leader and receives the table from it.
-  Status joinLeader(const JoinAnswer& answer, Deadline deadline);
-  // A host's leader: receives the table from its parent (or the rendezvous), passes it to its child
-  // leaders and, once they all joined, to its host's other ranks.
-  Status leadHost(Deadline deadline);
+  // A rank that does not lead its host: joins its leader (host_election.h) and receives the table
+  // from it. `noLeader`: nobody held the host's name, or the leader went before answering.
+  Status joinLeader(const RankInfo& self, Deadline deadline, bool* noLeader);
+  // A host's leader: sends the rendezvous its own record and its host's ranks' as they join, receives
+  // the table from it (host 0) or from its parent leader, passes the table to its child leaders and
+  // to its host's ranks.
+  Status leadHost(const RankInfo& self, Socket hostListener, Deadline deadline);
+  void joinLocals(const Socket& hostListener, std::vector<char>* records, std::map<int, Socket>* joined);
   Status adoptTable(const void* bytes, size_t size);
   Status adoptTable(std::shared_ptr<const RankTable> table);
   // A leader: the table to its host's ranks, through a shared-memory file where they can open it.

@@ -67,13 +67,6 @@ struct TableFileRef {
   uint64_t tableId = 0;
 };
 
-// The rendezvous' answer to a joining rank (the payload of a status-0 Frame): which rank leads its
-// host (itself, when it is the first of its host to join) and where that leader listens.
-struct JoinAnswer {
-  int32_t leaderRank = -1;
-  SocketAddress leaderAddress;
-};
-
 }  // namespace loom
 
 namespace loom {
