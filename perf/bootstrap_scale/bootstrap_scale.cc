@@ -190,6 +190,26 @@ void runWorker(const Options& o, const loom::UniqueIdData& id, int nranks, int f
   _exit(0);
 }
 
+// Every rank is a thread, and every thread takes a pid: kernel.pid_max (often 32768) bounds a run.
+bool enoughPids(int nranks) {
+  long pidMax = 0, running = 0;
+  if (FILE* f = std::fopen("/proc/sys/kernel/pid_max", "r")) {
+    if (std::fscanf(f, "%ld", &pidMax) != 1) pidMax = 0;
+    std::fclose(f);
+  }
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {  // "a b c running/total last"
+    double x = 0;
+    long r = 0;
+    if (std::fscanf(f, "%lf %lf %lf %ld/%ld", &x, &x, &x, &r, &running) != 5) running = 0;
+    std::fclose(f);
+  }
+  if (pidMax == 0 || nranks + running + 1024 <= pidMax) return true;
+  std::printf("%8d ranks: not run: %d rank threads and the %ld threads running need more pids than kernel.pid_max=%ld "
+              "(as root: sysctl -w kernel.pid_max=%ld)\n",
+              nranks, nranks, running, pidMax, 4 * static_cast<long>(nranks));
+  return false;
+}
+
 nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
   raiseDescriptorLimit(std::min(nranks, o.ranksPerProcess));
   loom::UniqueIdData id;
@@ -341,6 +361,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   bool withinBounds = true;
   for (int n : o.ranks) {
+    if (!enoughPids(n)) {
+      withinBounds = false;
+      continue;
+    }
     nlohmann::json row = runOnce(o, n, &withinBounds);
     if (!o.json.empty()) std::ofstream(o.json, std::ios::app) << row.dump() << "\n";
   }

@@ -115,21 +115,24 @@ Bootstrap::~Bootstrap() {
 }
 
 Status Bootstrap::joinLeader(const RankInfo& self, Deadline deadline, bool* noLeader) {
-  const std::string who = "this host's leader";
   LOOM_TRY(connectToHostLeader(id_.secret, self.process.hostHash, deadline, &leader_, noLeader));
   traffic_.opened();
   Hello hello = makeHello(HelloKind::ToLeader, 0);
   Status st = send(leader_, &hello, sizeof(hello), deadline);
   if (st.ok()) st = send(leader_, &self, sizeof(self), deadline);
-  Frame frame;
-  if (st.ok()) st = recv(leader_, &frame, sizeof(frame), deadline);
+  int32_t leaderRank = -1;  // the leader's answer: its rank, once this rank's record is on its way
+  if (st.ok()) st = recv(leader_, &leaderRank, sizeof(leaderRank), deadline);
   if (!st.ok()) {
-    // Closed before any answer: the leader went (or dropped this connection); claim or join again.
+    // Closed before the leader took this rank (it dropped the connection, or went): claim or join
+    // again. Once taken, the record is the rendezvous': a leader that goes after that fails the job.
     leader_.close();
     traffic_.closed();
     *noLeader = !deadline.expired();
-    return st.withContext("waiting for the table from " + who);
+    return st.withContext("joining this host's leader");
   }
+  const std::string who = fmt::format("rank {}, this host's leader", leaderRank);
+  Frame frame;
+  LOOM_TRY(recv(leader_, &frame, sizeof(frame), deadline).withContext("waiting for the table from " + who));
   std::vector<char> table;
   uint32_t status = kFrameOk;
   LOOM_TRY(recvFramePayload(leader_, frame, deadline, &table, &status).withContext("waiting for the table from " + who));
@@ -318,12 +321,18 @@ void Bootstrap::joinLocals(const Socket& hostListener, std::vector<char>* record
       continue;
     }
     traffic_.bytesReceived += sizeof(record);
-    records->insert(records->end(), record, record + sizeof(record));
-    if (otherVersion) continue;  // the rendezvous fails the job, and this leader tells its ranks why
-    if (!joined->emplace(hello.rank, std::move(s)).second) {
+    if (otherVersion) {  // the rendezvous fails the job, and this leader tells its ranks why
+      records->insert(records->end(), record, record + sizeof(record));
+      continue;
+    }
+    if (joined->count(hello.rank)) {
       LOOM_WARN(Boot, "rank {}: rank {} joined this host twice", rank_, hello.rank);
       continue;
     }
+    const int32_t me = rank_;
+    if (!send(s, &me, sizeof(me), helloDeadline).ok()) continue;  // it went: it joins again, or never
+    records->insert(records->end(), record, record + sizeof(record));
+    joined->emplace(hello.rank, std::move(s));
     traffic_.opened();
   }
 }

@@ -169,8 +169,13 @@ class Rendezvous {
     info.process.hostname[sizeof(info.process.hostname) - 1] = '\0';
     const size_t r = static_cast<size_t>(hello.rank);
     if (joined(hello.rank)) {
-      failJob(fmt::format("rank {} joined twice (from {} and from {})", hello.rank, infos_[r].listenAddress.toString(),
-                          info.listenAddress.toString()));
+      const int first = leaderOfHost_[static_cast<size_t>(hostOfRank_[r])];
+      failJob(hello.tag != first
+                  ? fmt::format("rank {} joined twice, through rank {} and then through rank {}: its host's first "
+                                "leader (rank {}) must have gone",
+                                hello.rank, first, hello.tag, first)
+                  : fmt::format("rank {} joined twice (from {} and from {})", hello.rank,
+                                infos_[r].listenAddress.toString(), info.listenAddress.toString()));
       return;
     }
     if (hello.tag < 0 || hello.tag >= nranks_) {
