@@ -19,6 +19,7 @@ mkdir -p "$out/corpus" "$out/obj"
 # Each source compiled on its own, as many at once as there are cores (one clang run over all of them
 # took 44 s on 2 cores, one core idle), then linked.
 sources=(tests/fuzz/bootstrap_fuzz.cc src/bootstrap/wire.cc src/bootstrap/unique_id.cc src/bootstrap/root.cc
+         src/bootstrap/rank_table.cc src/bootstrap/bootstrap_tree.cc
          src/base/socket.cc src/base/env.cc src/base/log.cc src/base/settings.cc src/base/settings_files.cc
          src/base/conf_file.cc src/base/nccl_values.cc)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc)

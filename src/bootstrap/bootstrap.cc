@@ -1,6 +1,8 @@
 #include "bootstrap/bootstrap.h"
 
 #include <poll.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -77,6 +79,12 @@ Status Bootstrap::create(const UniqueIdData& id, int rank, int nranks, RankInfo 
   if (!local.valid()) LOOM_TRY(chooseLocalAddress(&local));
   LOOM_TRY(listenOn(local, &b->listener_, &self.listenAddress));
   b->traffic_.opened();
+  // Every connection to this listener starts with a Hello, so the kernel hands over a connection only
+  // once its first bytes are in: a connecting rank whose thread stalls between its connect and its
+  // send (tens of thousands of threads per core: perf/bootstrap_scale at 64k) is never read with a
+  // Hello deadline that has already started, and a stranger that says nothing is never accepted.
+  const int deferSeconds = 30;  // how long the kernel keeps a connection that says nothing
+  setsockopt(b->listener_.fd(), IPPROTO_TCP, TCP_DEFER_ACCEPT, &deferSeconds, sizeof(deferSeconds));
   if (id.rootStartedByRankZero && rank == 0) {
     SocketAddress bindAddr = id.root, bound;
     Socket rootListener;
