@@ -249,7 +249,7 @@ Status Bootstrap::leadHost(const RankInfo& self, Socket hostListener, Deadline d
     if (fds[1].revents) {
       Socket s;
       Hello h;
-      LOOM_TRY(acceptHello({HelloKind::FromParent}, deadline, &s, &h));
+      LOOM_TRY(acceptHello(HelloKind::FromParent, deadline, &s, &h));
       traffic_.opened();
       const std::string source =
           h.tag < 0 ? std::string("the rendezvous") : fmt::format("rank {}, the parent leader", h.rank);
@@ -357,19 +357,13 @@ void Bootstrap::closeTree() {
   for (Socket& s : locals_) close(s);
 }
 
-Status Bootstrap::acceptHello(std::initializer_list<HelloKind> kinds, Deadline deadline, Socket* out, Hello* hello) {
+Status Bootstrap::acceptHello(HelloKind kind, Deadline deadline, Socket* out, Hello* hello) {
   for (;;) {
     Socket s;
     LOOM_TRY(acceptOne(listener_, deadline, abort_, &s));
     Hello raw;
     Status st = recvAll(s, &raw, sizeof(raw), Deadline::afterMs(kHelloTimeoutMs), abort_);
-    if (st.ok()) {
-      // The kind is checked against each accepted one (the first's refusal says why when none fits).
-      HelloKind kind = *kinds.begin();
-      for (HelloKind k : kinds)
-        if (raw.kind == static_cast<uint32_t>(k)) kind = k;
-      st = parseHello(&raw, sizeof(raw), id_.secret, kind, nranks_, hello);
-    }
+    if (st.ok()) st = parseHello(&raw, sizeof(raw), id_.secret, kind, nranks_, hello);
     if (st.ok()) {
       traffic_.bytesReceived += sizeof(raw);
       *out = std::move(s);
@@ -475,7 +469,7 @@ Status Bootstrap::acceptData(Socket* out, int* fromRank, int* tag) { return acce
 Status Bootstrap::acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag) {
   for (;;) {
     Hello hello;
-    LOOM_TRY(acceptHello({HelloKind::Data}, deadline, out, &hello));
+    LOOM_TRY(acceptHello(HelloKind::Data, deadline, out, &hello));
     if (hello.rank < 0 || hello.rank >= nranks_ || hello.rank == rank_) {
       LOOM_WARN(Boot, "rank {}: dropped a data connection claiming rank {}", rank_, hello.rank);
       continue;

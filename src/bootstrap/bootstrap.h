@@ -65,8 +65,8 @@ class Bootstrap final : public PeerExchange {
   Status allGatherTree(const void* mine, char* out, size_t bytes, Deadline deadline);
   Status barrierTree(Deadline deadline);
 
-  // Accepts connections until one presents a valid Hello of one of `kinds`.
-  Status acceptHello(std::initializer_list<HelloKind> kinds, Deadline deadline, Socket* out, Hello* hello);
+  // Accepts connections until one presents a valid Hello of `kind`.
+  Status acceptHello(HelloKind kind, Deadline deadline, Socket* out, Hello* hello);
   Hello makeHello(HelloKind kind, int tag) const;
   Status send(const Socket& s, const void* data, size_t bytes, Deadline deadline);
   Status recv(const Socket& s, void* data, size_t bytes, Deadline deadline);
