@@ -137,9 +137,10 @@ struct NetLanes {
   // Unset: the communicator has no peer on another host. Collective over the communicator (every rank
   // calls it once the FIFOs exist; a rank whose FIFOs could not be made passes why in `localError`,
   // and every rank then fails with it): connects the network lanes and starts moving them.
-  // `onFailure` is called (from the proxy's thread) with an error naming the peer when a lane breaks.
+  // `onFailure` is called (from the proxy's thread) with the peer's rank and an error naming it when a
+  // lane breaks.
   std::function<Status(const NetLaneTables& tables, const Status& localError,
-                       std::function<void(const Status&)> onFailure, std::unique_ptr<NetLaneProxy>* out)>
+                       std::function<void(int peer, const Status&)> onFailure, std::unique_ptr<NetLaneProxy>* out)>
       start;
 };
 

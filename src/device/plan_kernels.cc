@@ -94,9 +94,11 @@ PlanKernels::~PlanKernels() {
   if (failed_.load()) raiseAbort();
   std::vector<std::shared_ptr<KernelLaunch>> pending;
   {
-    std::lock_guard<std::mutex> lock(mutex_);  // the proxy's thread may reap them too
+    // They stay in launches_ while they are waited for, where a peer lost meanwhile looks (its settler
+    // stops them if they wait on it); the proxy's thread may reap them too.
+    std::lock_guard<std::mutex> lock(mutex_);
     destroying_ = true;
-    for (; !launches_.empty(); launches_.pop_front()) pending.push_back(std::move(launches_.front()));
+    for (size_t i = 0; i < launches_.size(); ++i) pending.push_back(launches_.at(i));
   }
   if (fifos_) {  // launches run on the transport's GPU
     DeviceScope scope(fifos_->device());
@@ -109,6 +111,12 @@ PlanKernels::~PlanKernels() {
         if (!devicePlanResult(*e.plan, std::span(launch->statuses + e.firstStatus, e.plan->lanes.size())).ok())
           failed_.store(true);
     }
+  }
+  peerWatch_.reset();  // its thread calls peerLost, which may start the settler
+  stopSettler();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (!launches_.empty()) launches_.pop_front();
   }
   netProxy_.reset();  // before the members it calls back into (and the FIFOs it moves) go
   // Every launch object goes now, while the slot ring they give their slots back to still exists (the
@@ -184,8 +192,9 @@ Status PlanKernels::setUp(int gpu) {
   setup_ = PlanKernelSetup::Ready;
   if (!fifos_->ipcPeers().empty())
     peerWatch_ = std::make_unique<PeerProcessWatch>(fifos_->ipcPeers(), [this](const PeerProcess& p) {
-      peerLost(errorStatus(loomRemoteError, "rank {} (pid {}, its FIFOs mapped through CUDA IPC) died (its process exited)",
-                           p.rank, p.pid));
+      peerLost(p.rank, errorStatus(loomRemoteError,
+                                   "rank {} (pid {}, its FIFOs mapped through CUDA IPC) died (its process exited)", p.rank,
+                                   p.pid));
     });
   // Windows registered before the setup (collectively, so on every rank alike) are mapped now.
   if (windows_ && fifos_->peerReach() == PeerReach::Windows)
@@ -212,7 +221,7 @@ Status PlanKernels::startNetLanes(std::string* why) {
   tables.nchannels = fifos_->nchannels();
   tables.laneChannels = laneChannels;
   if (netFifos_) tables = netFifos_->tables();
-  Status started = facts_.netLanes.start(tables, local, [this](const Status& error) { peerLost(error); },
+  Status started = facts_.netLanes.start(tables, local, [this](int peer, const Status& error) { peerLost(peer, error); },
                                          &netProxy_);
   // Every rank says whether its proxy started (connections fail on the ranks that see it), so that all
   // run plan kernels, or none.
@@ -231,27 +240,6 @@ Status PlanKernels::startNetLanes(std::string* why) {
             facts_.describe, peers, laneChannels, slotsName(facts_.netLanes.slots), facts_.netLanes.why,
             netFifos_->hostBytes() >> 10, netFifos_->gpuBytes() >> 10);
   return Status::Ok();
-}
-
-void PlanKernels::peerLost(const Status& error) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (peerBroken_.ok()) peerBroken_ = error.withContext(facts_.describe);
-  if (destroying_) raiseAbort();  // the launches being waited for end now rather than at their timeout
-  else checkPeersLocked();
-}
-
-// A lost peer fails the communicator only while a launch may wait on it: an eager launch in flight, or
-// one made later. A CUDA graph's captured launches may be replayed at any time, unseen here: their
-// lanes are stopped at their next wait instead (the abort word, with the communicator not failed), and
-// a replay so stopped fails it, naming the peer, once reapCapturedLocked looks. A graph never replayed
-// again fails nothing: a peer that finished its work and left is no error.
-void PlanKernels::checkPeersLocked() {
-  if (peerBroken_.ok() || failed_.load()) return;
-  reapLocked();
-  if (!launches_.empty())
-    fail(peerBroken_);
-  else if (!captured_.empty())
-    raiseAbortWord();
 }
 
 uint32_t PlanKernels::launchChannels() const {
@@ -412,8 +400,8 @@ Status PlanKernels::launch(std::vector<KernelPlan>& plans, std::span<const loomS
     if (ordered.ok()) ordered = after->orderBefore(other);
   if (launched.ok()) launched = ordered;
   if (!launched.ok()) fail(launched);  // the peers' lanes wait for this rank: stop ours, fail the call
-  if (netProxy_) {
-    netProxy_->wake();
+  if (netProxy_) netProxy_->wake();
+  if (peerLostKnown_.load()) {
     std::lock_guard<std::mutex> lock(mutex_);
     checkPeersLocked();  // a peer lost before this launch: the launch would wait on it
   }
@@ -507,8 +495,8 @@ Status PlanKernels::takeSlot(KernelLaunch* launch) {
 void PlanKernels::reapCapturedLocked() {
   if (failed_.load()) return;  // already failed (and told): a failure stays in the statuses
   // A lane that fails raises the abort word (plan_interpreter.cuh's runLane), and nothing else raises
-  // it before failed_ is set but a lost peer (checkPeersLocked): while it is down no replay failed, and
-  // the captured launches, however many, are not looked at (one read of pinned memory per call).
+  // it before failed_ is set but a lost peer (settleLostPeerLocked): while it is down no replay failed,
+  // and the captured launches, however many, are not looked at (one read of pinned memory per call).
   if (captured_.empty() || !abortFlag_.host || *abortFlag_.host == 0) return;
   for (const auto& l : captured_)
     for (const KernelLaunch::Entry& e : l->entries) {

@@ -44,12 +44,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -200,12 +203,19 @@ class PlanKernels {
   // Collective, after the p2p FIFOs are up in a job of several hosts: the network lanes' FIFOs and
   // their proxy. *why is "" when they run, else the reason (the same on every rank).
   Status startNetLanes(std::string* why);
-  // A peer lost: the network lanes' proxy reports a broken lane, the peer watch a process (of this
-  // host, sharing the GPU) that exited. It fails the communicator when a launch may wait on the peer,
-  // else it is kept for the next launch (a peer that closed its communicator breaks its lanes too).
-  void peerLost(const Status& error);
+  // A peer lost (lost_peer.cc): the network lanes' proxy reports a broken lane, the peer watch a
+  // process (of this host, sharing the GPU) that exited. A launch made after it fails at once (it would
+  // wait on the peer). Launches in flight may no longer need it: a peer that finished its part of the
+  // last collective and exited is no error. They are watched, on settler_'s thread, until they end
+  // (nothing failed), or one of their lanes waits on the lost peer, or on anyone kLostPeerGraceMs after
+  // the loss (a peer waiting on the lost one): then the communicator fails with the peer's error.
+  // `peer` is -1 when the reporter cannot say which rank.
+  void peerLost(int peer, const Status& error);
   void raiseAbortWord();  // stops every waiting lane, without failing the communicator (raiseAbort does)
-  void checkPeersLocked();
+  void checkPeersLocked();  // after a launch: fails it when a peer was lost before
+  // Whether the launches in flight at the loss are decided (ended, or the communicator failed).
+  bool settleLostPeerLocked();
+  void stopSettler();
   // A finished launch to reuse, or a new one.
   std::shared_ptr<KernelLaunch> newLaunch();
   // Reports and forgets finished launches; reports what a captured launch's replays saw. Under mutex_.
@@ -226,7 +236,13 @@ class PlanKernels {
   std::unique_ptr<NetLaneFifos> netFifos_;
   std::unique_ptr<NetLaneProxy> netProxy_;
   Status peerBroken_;        // guarded by mutex_: the first peer lost (peerLost)
+  std::atomic<bool> peerLostKnown_{false};  // set with peerBroken_: a launch looks under mutex_ only then
+  int lostPeer_ = -1;        // guarded by mutex_: its rank, -1 if unknown
+  std::chrono::steady_clock::time_point lostAt_;  // guarded by mutex_
   bool destroying_ = false;  // guarded by mutex_: the destructor waits for the launches
+  bool settlerStopping_ = false;  // guarded by mutex_
+  std::condition_variable settlerWake_;
+  std::thread settler_;  // watches the launches in flight when a peer was lost (settleLostPeerLocked)
   // maxLanesPerChannel by (collective, algorithm, root): the same for every operation of that shape.
   std::map<std::tuple<int, int, int>, uint64_t> lanesPerChannel_;
   HostFlags flags_{1};

@@ -187,7 +187,7 @@ Status TransportSet::chooseNetDevice(const net::Provider& provider, int* device)
 }
 
 Status TransportSet::startFifoProxy(PeerExchange& exchange, net::ProxiedFifos fifos, const Status& localError,
-                                   std::function<void(const Status&)> onFailure,
+                                   std::function<void(int peer, const Status&)> onFailure,
                                    std::unique_ptr<net::FifoProxy>* out) const {
   std::unique_ptr<net::Provider> provider;
   Status providerError = localError;

@@ -129,7 +129,7 @@ class TransportSet {
   // Collective: every rank calls it, a rank without network peers with empty tables; a rank that
   // could not make its FIFOs passes why (`localError`), and every rank fails with it.
   Status startFifoProxy(PeerExchange& exchange, net::ProxiedFifos fifos, const Status& localError,
-                        std::function<void(const Status&)> onFailure, std::unique_ptr<net::FifoProxy>* out) const;
+                        std::function<void(int peer, const Status&)> onFailure, std::unique_ptr<net::FifoProxy>* out) const;
 
  private:
   TransportSet() = default;

@@ -204,6 +204,9 @@ int currentDevice() { return tlsDevice; }
 void setCurrentDevice(int device) { tlsDevice = device; }
 int deviceCount() { return std::max(1, std::min(kMostDevices, envInt("LOOM_FAKE_CUDA_DEVICES", 1))); }
 unsigned residentBlocks() { return static_cast<unsigned>(std::max(1, envInt("LOOM_FAKE_CUDA_BLOCKS", 64))); }
+std::chrono::milliseconds planKernelTail() {
+  return std::chrono::milliseconds(std::max(0, envInt("LOOM_FAKE_CUDA_KERNEL_TAIL_MS", 0)));
+}
 
 cudaError_t fail(cudaError_t error) {
   if (error != cudaSuccess) tlsLastError = error;

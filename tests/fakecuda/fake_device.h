@@ -127,6 +127,10 @@ void setCurrentDevice(int device);
 int deviceCount();
 // Thread blocks of the plan kernel the fake device holds resident at once (LOOM_FAKE_CUDA_BLOCKS).
 unsigned residentBlocks();
+// How long a plan kernel holds its stream after its blocks ended (LOOM_FAKE_CUDA_KERNEL_TAIL_MS, read at
+// each launch, default 0): a launch still in flight once its exchanges are over, as a slow GPU's last
+// copy leaves one, so that tests can have a peer leave while this rank's launch runs.
+std::chrono::milliseconds planKernelTail();
 
 // The calling thread's last error (cudaGetLastError), recorded by every failing call.
 cudaError_t fail(cudaError_t error);

@@ -110,7 +110,8 @@ int launchDevicePlanSequence(const DeviceLaunchArgs& args, uint32_t blocks, loom
   if (!args.sequence || elemSizeOf(dtype) == 0) return cudaErrorInvalidValue;
   if (blocks > fakecuda::residentBlocks()) return cudaErrorCooperativeLaunchTooLarge;
   planKernels.launching();
-  auto kernel = [args, blocks, dtype] {  // the arguments by value, as a kernel's parameters
+  const std::chrono::milliseconds tail = fakecuda::planKernelTail();
+  auto kernel = [args, blocks, dtype, tail] {  // the arguments by value, as a kernel's parameters
     std::vector<std::thread> threads;
     for (uint32_t b = 0; b < blocks; ++b)
       threads.emplace_back([&args, b, dtype] {
@@ -119,6 +120,7 @@ int launchDevicePlanSequence(const DeviceLaunchArgs& args, uint32_t blocks, loom
         withElem(dtype, [&](auto elem) { runSequence<decltype(elem)>(args, b, platform); });
       });
     for (std::thread& t : threads) t.join();
+    std::this_thread::sleep_for(tail);
   };
   return fakecuda::enqueue(stream, kernel) ? cudaSuccess : fakecuda::fail(cudaErrorInvalidResourceHandle);
 }

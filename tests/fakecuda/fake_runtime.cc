@@ -507,6 +507,13 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return cudaSuccess;
 }
 
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  FAKECUDA_ENTRY();
+  DoneRef done = enqueue(stream, nullptr);  // a marker behind the work enqueued so far: done once that is
+  if (!done) return fail(cudaErrorInvalidResourceHandle);
+  return done->isSet() ? cudaSuccess : cudaErrorNotReady;
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   FAKECUDA_ENTRY();
   // An event recorded in a capture: the stream joins that capture (its later work becomes the graph's).

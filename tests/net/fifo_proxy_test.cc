@@ -140,7 +140,7 @@ void startBoth(const net::ProviderCase& pc, Rank (&ranks)[2],
         tables.laneChannels = kLaneChannels;
       }
       me.started = net::FifoProxy::start(exchange, std::move(provider), local, device, tables, 10000,
-                                         [&me](const Status& s) {
+                                         [&me](int, const Status& s) {
                                            std::lock_guard<std::mutex> lock(me.mutex);
                                            me.failures.push_back(s.message());
                                          },

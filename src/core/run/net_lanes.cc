@@ -44,7 +44,7 @@ device::NetLanes netLanesFor(loomComm* comm) {
     lanes.why = "no GPU was current when the communicator was made, so GPUDirect RDMA was not considered";
   const device::NetLanes::Slots slots = lanes.slots;
   lanes.start = [comm, slots](const device::NetLaneTables& tables, const Status& localError,
-                              std::function<void(const Status&)> onFailure,
+                              std::function<void(int peer, const Status&)> onFailure,
                               std::unique_ptr<device::NetLaneProxy>* out) -> Status {
     net::ProxiedFifos fifos;
     fifos.nchannels = tables.nchannels;

@@ -52,7 +52,7 @@ struct FifoProxy::Lane {
 
 Status FifoProxy::start(PeerExchange& exchange, std::unique_ptr<Provider> provider, const Status& providerError,
                         int device, ProxiedFifos fifos, int64_t timeoutMs,
-                        std::function<void(const Status&)> onFailure, std::unique_ptr<FifoProxy>* out) {
+                        std::function<void(int peer, const Status&)> onFailure, std::unique_ptr<FifoProxy>* out) {
   out->reset();
   const int nranks = exchange.nranks();
   const uint32_t nch = fifos.nchannels;  // the tables' stride
@@ -144,7 +144,7 @@ void FifoProxy::run() {
       // The lane's peer is gone or its comm broke: nothing more moves on any lane (a plan kernel
       // waiting on one of them is told through onFailure_ and its abort word, not by a hang).
       failed = true;
-      onFailure_(s.withContext(lane.describe()));
+      onFailure_(lane.peer, s.withContext(lane.describe()));
     }
     if (moved) {
       idlePasses = 0;

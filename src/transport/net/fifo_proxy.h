@@ -61,11 +61,11 @@ class FifoProxy {
   // FIFOs; a rank without any passes empty tables). Connects one comm each way per (network peer,
   // channel) on `provider`'s `device` (a rank whose provider failed passes it null and the error,
   // so that every rank fails with it), registers every FIFO's slots and starts the thread.
-  // `onFailure` is called once, from the proxy's thread, with an error naming the peer when a comm
-  // fails; that proxy then stops moving messages.
+  // `onFailure` is called once, from the proxy's thread, with the peer's rank and an error naming it
+  // when a comm fails; that proxy then stops moving messages.
   static Status start(PeerExchange& exchange, std::unique_ptr<Provider> provider, const Status& providerError,
-                      int device, ProxiedFifos fifos, int64_t timeoutMs, std::function<void(const Status&)> onFailure,
-                      std::unique_ptr<FifoProxy>* out);
+                      int device, ProxiedFifos fifos, int64_t timeoutMs,
+                      std::function<void(int peer, const Status&)> onFailure, std::unique_ptr<FifoProxy>* out);
   ~FifoProxy();  // stops the thread, deregisters the slots, closes the comms
   FifoProxy(const FifoProxy&) = delete;
   FifoProxy& operator=(const FifoProxy&) = delete;
@@ -84,7 +84,7 @@ class FifoProxy {
 
   std::unique_ptr<Provider> provider_;  // declared first: the comms need it until they are gone
   std::vector<Lane> lanes_;
-  std::function<void(const Status&)> onFailure_;
+  std::function<void(int peer, const Status&)> onFailure_;
   std::atomic<bool> stop_{false};
   int wakeFd_ = -1;  // an eventfd: wake() writes it, the idle sleep polls it
   std::thread thread_;
