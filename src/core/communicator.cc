@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/settings.h"
 #include "bootstrap/unique_id.h"
@@ -112,6 +113,15 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   comm->nranks = nranks;
   if (comm->settings.name.empty()) comm->settings.name = "loom";
 
+  // Each phase's time, for the "init took" line (LOOM_DEBUG=INFO), as NCCL's "Init timings".
+  uint64_t mark = nowNs();
+  auto phaseMs = [&mark] {
+    const uint64_t now = nowNs();
+    const double ms = static_cast<double>(now - mark) / 1e6;
+    mark = now;
+    return ms;
+  };
+  const uint64_t start = mark;
   RankInfo self;
   self.process = thisProcess();
   self.cudaDevice = comm->cudaDevice;
@@ -120,10 +130,12 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   LOOM_TRY(Bootstrap::create(idData, rank, nranks, self, static_cast<int>(comm->settings.timeoutMs), &comm->aborted,
                              &comm->bootstrap)
                .withContext(comm->describe() + ": bootstrap"));
+  const double bootstrapMs = phaseMs();
   std::vector<ProcessIdentity> peers;
   for (const RankInfo& info : comm->bootstrap->table()) peers.push_back(info.process);
   // The topology first: transports take their NIC and memory placement from it.
   LOOM_TRY(setUpJobTopology(comm).withContext(comm->describe() + ": topology"));
+  const double topologyMs = phaseMs();
   TransportOptions options;
   options.nchannels = comm->settings.nchannels;
   options.nslots = comm->settings.nslots;
@@ -144,6 +156,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   options.timeoutMs = comm->settings.timeoutMs;
   LOOM_TRY(TransportSet::create(*comm->bootstrap, peers, options, &comm->transports)
                .withContext(comm->describe() + ": transport setup"));
+  const double transportsMs = phaseMs();
   // Waiting ranks spin only while they have a core each; otherwise they yield and sleep early so the
   // rank they wait for can run.
   int localRanks = 0;
@@ -172,6 +185,9 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   comm->stateServing = serveState(comm, std::move(statePort), idData.secret);
   for (const SettingOrigin& o : comm->settings.origins)
     if (o.source != "default") LOOM_INFO(Init, "{}: {}={} (from {})", comm->describe(), specOf(o.id).name, o.value, o.source);
+  const double restMs = phaseMs();
+  LOOM_INFO(Init, "{}: init took {:.2f} ms (bootstrap {:.2f}, topology {:.2f}, transports {:.2f}, rest {:.2f})",
+            comm->describe(), static_cast<double>(mark - start) / 1e6, bootstrapMs, topologyMs, transportsMs, restMs);
   return Status::Ok();
 }
 
