@@ -132,6 +132,40 @@ LOOM_API loomResult_t loomModelPointToPoint(loomModel_t model, size_t bytes, con
 LOOM_API loomResult_t loomModelGetMachine(loomModel_t model, const int* ranks, int nranks, int concurrent,
                                           loomModelMachine_t* machine);
 
+/* The part of init that grows with the job: the bootstrap (each host's ranks join a leader, the
+   rendezvous takes every record, the table goes down a tree of leaders) and two setup exchanges (an
+   allGather of gatherBytes per rank, a barrier), as perf/bootstrap_scale runs them. Predicted from the
+   protocol with constants a host measured (`bootstrap-scale --constants` prints them in the syntax of
+   `constants`), not from a loomModel_t: it needs no topology. */
+typedef struct {
+  int ranks;
+  int ranksPerNode;         /* ranks per host, at least 1 */
+  double netLatencyUs;      /* one message between hosts */
+  double netGbs;            /* TCP between two hosts, GB/s */
+  size_t gatherBytes;       /* the allGather's part per rank; 0: the barrier only */
+  int ranksPerProcess;      /* rank threads per process (they decode the table once); 0 or 1: a process each */
+  const char* constants;    /* "join_us=40,record_us=0.3,..." over the defaults; NULL or "": the defaults */
+} loomModelInitRequest_t;
+
+#define LOOM_MODEL_INIT_REQUEST_INITIALIZER { 1, 8, 5.0, 10.0, 8, 1, NULL }
+
+typedef struct {
+  int hosts;
+  int depth;                    /* hops of the tree of leaders below host 0's leader */
+  size_t tableBytes;            /* the encoded table */
+  double tableUs;               /* on a cluster (each host its own cores): until every rank has the table */
+  double gatherUs;              /* then the allGather */
+  double barrierUs;             /* then the barrier */
+  double totalUs;               /* their sum */
+  double busiestBytes;          /* the party (a rank, or the rendezvous) that moves the most bytes, both ways */
+  char busiestBytesParty[48];
+  int busiestSockets;           /* the party that holds the most sockets at once */
+  char busiestSocketsParty[48];
+  double cpuUs;                 /* every party's CPU, summed: one machine of C cores playing the job takes cpuUs / C */
+} loomModelInitPrediction_t;
+
+LOOM_API loomResult_t loomModelPredictInit(const loomModelInitRequest_t* request, loomModelInitPrediction_t* prediction);
+
 #ifdef __cplusplus
 }
 #endif

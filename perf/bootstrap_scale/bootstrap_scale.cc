@@ -13,9 +13,16 @@
 //
 //   bootstrap-scale [--ranks 1024,4096,16384] [--ranks-per-host 8] [--ranks-per-process 4096] [--gather-bytes 8] [--json FILE]
 //                   [--timeout-ms T] [--max-seconds S] [--max-sockets N] [--max-bytes B]
+//                   [--model-within F] [--model-constants C]
+//   bootstrap-scale --constants
 //
 // --max-*: exit 1 when a run's init (bootstrap and exchanges) takes longer than S seconds, or its
 // busiest party held more than N sockets at once or moved more than B bytes (the bound test in CI).
+// Each run also prints what the bootstrap's cost model (src/model/bootstrap_model.h) predicts for it:
+// the busiest party's bytes and sockets, and this machine's time (every party's CPU over its cores,
+// with --model-constants, as --constants printed them); --model-within F: exit 1 when the measured
+// bytes differ from the prediction by more than the fraction F, or the sockets exceed its bound. --constants measures the
+// model's constants on this machine and prints them.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <pthread.h>
@@ -25,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -43,6 +51,8 @@
 #include "base/hash.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/root.h"
+#include "constants.h"
+#include "model/bootstrap_model.h"
 
 namespace {
 
@@ -62,6 +72,8 @@ struct Options {
   double maxBytes = 0;
   int timeoutMs = 120000;
   int ranksPerProcess = 4096;  // a process's descriptors: about 3 per rank
+  double modelWithin = 0;      // > 0: the measured load must be within this fraction of the model's
+  std::string modelConstants;  // the model's constants (--constants printed them); "": its defaults
 };
 
 // Written by a rank of a worker process into memory shared with the parent (plain data).
@@ -160,6 +172,12 @@ void raiseDescriptorLimit(int nranks) {
 }
 
 // The largest worker's peak (RUSAGE_CHILDREN: the largest child waited for, this run's or before).
+double processCpuSeconds(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
 long maxRssKiB() {
   rusage u{};
   getrusage(RUSAGE_CHILDREN, &u);
@@ -243,6 +261,7 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
   }
   ::close(goPipe[0]);
   BootstrapTraffic rootTraffic;
+  const double cpuBefore = processCpuSeconds(RUSAGE_SELF) + processCpuSeconds(RUSAGE_CHILDREN);
   *start = Clock::now();
   double rendezvousS = 0;  // every rank joined and host 0's leader has the table
   std::thread root([&] {
@@ -260,6 +279,8 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
   }
   root.join();
   const double seconds = secondsSince(*start);
+  // Every party's CPU: the workers (waited for) and the rendezvous' thread.
+  const double cpuS = processCpuSeconds(RUSAGE_SELF) + processCpuSeconds(RUSAGE_CHILDREN) - cpuBefore;
   const int started = nranks;
   if (crashed) std::printf("  %d worker processes ended badly\n", crashed);
 
@@ -313,7 +334,8 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
                         {"sockets_peak_party", socketsWho},
                         {"processes", workers.size()},
                         {"worker_max_rss_mib", static_cast<double>(maxRssKiB()) / 1024.0},
-                        {"gather_bytes", o.gatherBytes}};
+                        {"gather_bytes", o.gatherBytes},
+                        {"cpu_s", cpuS}};
   std::printf("%8d ranks %6d hosts  init %7.3f s (rendezvous %6.3f s, table %7.3f s)  busiest %10.0f B (%s)  sockets %4d (%s)  rss %6.0f MiB%s\n",
               nranks, row["hosts"].get<int>(), seconds, rendezvousS, joinedS, busiestBytes, busiestWho.c_str(), socketsPeak,
               socketsWho.c_str(), row["worker_max_rss_mib"].get<double>(), failed ? "  FAILED" : "");
@@ -321,6 +343,27 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
   for (const auto& [message, count] : errors)
     if (message.find("the parent leader") == std::string::npos && message.find("this host's leader") == std::string::npos)
       std::printf("  %6d ranks: %s\n", count, message.c_str());
+  // The cost model's prediction for this run: the load exactly as counted, this machine's time as
+  // every party's CPU over its cores.
+  loom::model::BootstrapConstants constants;
+  if (loom::Status parsed = loom::model::parseBootstrapConstants(o.modelConstants, &constants); !parsed.ok())
+    throw std::runtime_error(parsed.message());
+  loom::model::BootstrapJob job;
+  job.ranks = nranks;
+  job.ranksPerHost = o.ranksPerHost;
+  job.gatherBytes = o.gatherBytes;
+  job.ranksPerProcess = perProcess;
+  const loom::model::BootstrapPrediction model = loom::model::predictBootstrap(job, constants);
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const double modelS = model.totalCpuUs / cores / 1e6;
+  row["model_busiest_bytes"] = model.busiestBytes.bytes;
+  row["model_busiest_sockets"] = model.busiestSockets.sockets;
+  row["model_one_machine_s"] = modelS;
+  row["cores"] = cores;
+  std::printf("  model: busiest %.0f B (%s), sockets %d (%s); CPU %.3f s (measured %.3f s), %.3f s on %d cores\n",
+              model.busiestBytes.bytes, model.busiestBytes.party.c_str(), model.busiestSockets.sockets,
+              model.busiestSockets.party.c_str(), model.totalCpuUs / 1e6, cpuS, modelS, cores);
+  row["model_cpu_s"] = model.totalCpuUs / 1e6;
   std::printf("  leaders with the table, by depth (s):");
   for (double t : tableByDepth) std::printf(" %.3f", t);
   std::printf("\n");
@@ -336,6 +379,15 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
   }
   if (o.maxBytes > 0 && busiestBytes > o.maxBytes) {
     std::printf("  over the bound: %.0f bytes > %.0f\n", busiestBytes, o.maxBytes);
+    ok = false;
+  }
+  auto offBy = [](double measured, double predicted) { return predicted > 0 ? std::abs(measured / predicted - 1) : 1.0; };
+  // The bytes follow from the protocol alone; the sockets the model gives are the most a party may hold
+  // (the rendezvous holds 64 connections only when that many leaders send at once).
+  if (o.modelWithin > 0 && (offBy(busiestBytes, model.busiestBytes.bytes) > o.modelWithin ||
+                            socketsPeak > model.busiestSockets.sockets)) {
+    std::printf("  off the model: %.0f bytes (model %.0f, within %.0f%%), %d sockets (model: at most %d)\n",
+                busiestBytes, model.busiestBytes.bytes, 100 * o.modelWithin, socketsPeak, model.busiestSockets.sockets);
     ok = false;
   }
   *withinBounds = *withinBounds && ok;
@@ -358,7 +410,17 @@ int main(int argc, char** argv) {
   app.add_option("--max-seconds", o.maxSeconds, "fail when an init takes longer");
   app.add_option("--max-sockets", o.maxSockets, "fail when the busiest party holds more sockets at once");
   app.add_option("--max-bytes", o.maxBytes, "fail when the busiest party moves more bytes");
+  app.add_option("--model-within", o.modelWithin,
+                 "fail when the busiest party's bytes or sockets differ from the cost model's by more than this "
+                 "fraction");
+  app.add_option("--model-constants", o.modelConstants, "the cost model's constants, as --constants prints them");
+  bool constantsOnly = false;
+  app.add_flag("--constants", constantsOnly, "measure the cost model's constants on this machine, print them, exit");
   CLI11_PARSE(app, argc, argv);
+  if (constantsOnly) {
+    std::printf("%s\n", loom::model::formatBootstrapConstants(loom::bootstrap_scale::measureConstants()).c_str());
+    return 0;
+  }
   bool withinBounds = true;
   for (int n : o.ranks) {
     if (!enoughPids(n)) {

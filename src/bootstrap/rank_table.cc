@@ -50,6 +50,11 @@ void append(std::vector<char>* out, const T& value) {
 
 }  // namespace
 
+size_t encodedRankTableBytes(size_t nranks, size_t nhosts, size_t naddresses) {
+  return sizeof(TableHeader) + nhosts * sizeof(HostRecord) + naddresses * sizeof(SocketAddress) +
+         nranks * sizeof(RankRecord);
+}
+
 std::vector<char> encodeRankTable(uint64_t id, const std::vector<RankInfo>& ranks, const std::vector<int32_t>& hostOfRank,
                                   const std::vector<int32_t>& leaderOfHost) {
   std::vector<SocketAddress> addresses;
@@ -65,8 +70,7 @@ std::vector<char> encodeRankTable(uint64_t id, const std::vector<RankInfo>& rank
   TableHeader header{id, static_cast<uint32_t>(ranks.size()), static_cast<uint32_t>(leaderOfHost.size()),
                      static_cast<uint32_t>(addresses.size()), 0};
   std::vector<char> out;
-  out.reserve(sizeof(header) + leaderOfHost.size() * sizeof(HostRecord) + addresses.size() * sizeof(SocketAddress) +
-              ranks.size() * sizeof(RankRecord));
+  out.reserve(encodedRankTableBytes(ranks.size(), leaderOfHost.size(), addresses.size()));
   append(&out, header);
   for (int32_t leader : leaderOfHost) {
     HostRecord h;

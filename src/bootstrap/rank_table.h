@@ -29,6 +29,10 @@ struct RankTable {
 std::vector<char> encodeRankTable(uint64_t id, const std::vector<RankInfo>& ranks, const std::vector<int32_t>& hostOfRank,
                                   const std::vector<int32_t>& leaderOfHost);
 
+// The size of an encoded table of `nranks` ranks on `nhosts` hosts with `naddresses` distinct listen
+// addresses (the bootstrap's cost model, src/model/bootstrap_model.h, counts the bytes it moves).
+size_t encodedRankTableBytes(size_t nranks, size_t nhosts, size_t naddresses);
+
 // Checks and decodes a table for `nranks` ranks. Pure (no I/O), so that it can be fuzzed: every
 // index is checked, every rank has a valid address, every host's leader is one of its ranks.
 Status decodeRankTable(const void* bytes, size_t size, int nranks, RankTable* out);

@@ -2,11 +2,13 @@
 // text on the calling thread.
 #include "loom_model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "core/api/api_result.h"
+#include "model/bootstrap_model.h"
 #include "model/job_model.h"
 
 struct loomModel {
@@ -171,6 +173,43 @@ loomResult_t loomModelGetMachine(loomModel_t model, const int* ranks, int nranks
     machine->maxChannels = model->model->maxChannels();
     machine->device = model->model->device() ? 1 : 0;
     machine->slotBytes = model->model->slotBytes();
+    return Status::Ok();
+  });
+}
+
+loomResult_t loomModelPredictInit(const loomModelInitRequest_t* request, loomModelInitPrediction_t* prediction) {
+  return modelCall([&]() -> Status {
+    if (request == nullptr || prediction == nullptr) return invalidArgument("loomModelPredictInit: NULL request or prediction");
+    if (request->ranks < 1) return invalidArgument("loomModelPredictInit: {} ranks", request->ranks);
+    if (request->ranksPerNode < 1) return invalidArgument("loomModelPredictInit: {} ranks per node", request->ranksPerNode);
+    if (!(request->netLatencyUs >= 0) || !(request->netGbs > 0))
+      return invalidArgument("loomModelPredictInit: network latency {} us and rate {} GB/s (need >= 0 and > 0)",
+                             request->netLatencyUs, request->netGbs);
+    loom::model::BootstrapConstants constants;
+    if (request->constants)
+      LOOM_TRY(loom::model::parseBootstrapConstants(request->constants, &constants).withContext("loomModelPredictInit"));
+    loom::model::BootstrapJob job;
+    job.ranks = request->ranks;
+    job.ranksPerHost = request->ranksPerNode;
+    job.netLatencyUs = request->netLatencyUs;
+    job.netGbs = request->netGbs;
+    job.gatherBytes = request->gatherBytes;
+    job.ranksPerProcess = std::max(1, request->ranksPerProcess);
+    const loom::model::BootstrapPrediction p = loom::model::predictBootstrap(job, constants);
+    loomModelInitPrediction_t out{};
+    out.hosts = p.hosts;
+    out.depth = p.depth;
+    out.tableBytes = p.tableBytes;
+    out.tableUs = p.tableUs;
+    out.gatherUs = p.gatherUs;
+    out.barrierUs = p.barrierUs;
+    out.totalUs = p.clusterUs;
+    out.busiestBytes = p.busiestBytes.bytes;
+    copyText(p.busiestBytes.party, out.busiestBytesParty, sizeof out.busiestBytesParty);
+    out.busiestSockets = p.busiestSockets.sockets;
+    copyText(p.busiestSockets.party, out.busiestSocketsParty, sizeof out.busiestSocketsParty);
+    out.cpuUs = p.totalCpuUs;
+    *prediction = out;
     return Status::Ok();
   });
 }

@@ -4,6 +4,8 @@
 //   loom-sim <coll> --ranks N [--ranks-per-node K] [--topo FILE [--nvswitch-gbs G] [--memory device|host]
 //            [--calibration F]] [--intra-gbs X] [--nics-per-node M --nic-gbs Y] [--latency-us L]
 //            [--launch-us U] [--algo A|RULES] -b MIN -e MAX -f F [--json]
+//   loom-sim init [--ranks N,N,...] [--ranks-per-node K] [--net-latency-us L] [--net-gbs G]
+//            [--gather-bytes B] [--constants C] [--cores C] [--json]   (init.h: the bootstrap's model)
 // With --topo, the machine and the rings are what a communicator of N ranks on hosts described by FILE
 // builds, then the flags given override it.
 #include <CLI/CLI.hpp>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "init.h"
 #include "loom_model.h"
 #include "sweep.h"
 
@@ -25,6 +28,7 @@ int fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "init") return loom::sim_tool::runInitCommand(argc - 1, argv + 1);
   using loom::sim_tool::SweepOptions;
   CLI::App app{"Predict Loom's choice (algorithm, channels) and time for a collective on a modelled machine, "
                "per size, with nccl-tests' algbw and busbw. Every number comes from simulating the plans of all "
