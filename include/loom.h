@@ -195,8 +195,9 @@ LOOM_API loomResult_t loomCommAbort(loomComm_t comm);
 /*
  * Who is stuck. loomCommDumpState writes this rank's state of comm as JSON into buffer (*bytes: its
  * size in, the size needed out; too small: loomInvalidArgument): the last 64 operations it issued
- * (number, collective, count, datatype, root or peer, age), how far they completed, and the error that
- * broke the communicator. It takes no lock an operation holds: it answers while the rank is wedged in
+ * (number, collective, count, datatype, root or peer, age), how far they completed, the error that
+ * broke the communicator, and the peers it reaches by transport with the network connections it holds
+ * open ("connections"). It takes no lock an operation holds: it answers while the rank is wedged in
  * an operation. loomHangReport lines up the states of every rank (states[r] NULL: rank r could not be
  * reached) into one report: the oldest operation not finished everywhere, the ranks that never entered
  * it, the ranks waiting in it, ranks that called another collective or size at that number, the

@@ -115,6 +115,14 @@ Status TransportSet::create(PeerExchange& exchange, const std::vector<ProcessIde
   return Status::Ok();
 }
 
+int TransportSet::openNetConnections() const {
+  int open = 0;
+  for (int p = 0; p < nranks_; ++p)
+    if (kinds_[p] == TransportKind::Net)
+      for (int c = 0; c < channels_; ++c) open += (sends_[index(p, c)] ? 1 : 0) + (recvs_[index(p, c)] ? 1 : 0);
+  return open;
+}
+
 Status TransportSet::setupMemory(PeerExchange& exchange) {
   std::vector<int> mine = memoryPeersOf(rank_);
   SegmentLayout layout{0, options_.nslots, options_.slotBytes};

@@ -62,6 +62,8 @@ class TransportSet {
   SendConnection* send(int peer, int channel) const { return sends_[index(peer, channel)].get(); }
   RecvConnection* recv(int peer, int channel) const { return recvs_[index(peer, channel)].get(); }
   TransportKind kind(int peer) const { return kinds_[peer]; }
+  // The network connections open (a send or a receive comm per net peer and channel).
+  int openNetConnections() const;
   // The channels collectives use, 0..nchannels()-1 (LOOM_NCHANNELS). Point-to-point operations have
   // a channel of their own after them: on it, a peer's next message is always its next send to this
   // rank, never a collective's, so a receive from any source can take whichever peer's comes first

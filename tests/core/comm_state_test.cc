@@ -26,6 +26,7 @@ loom::CommState filledState() {
   s.timedOut = true;
   s.failure = "rank 5 closed its connection";
   s.entries = {{11, "AllReduce", 1000, "float", -1, 250000}, {12, "Broadcast", 500, "float", 0, 1200}};
+  s.connections = {1, 2, 4, 24};
   return s;
 }
 
@@ -43,6 +44,10 @@ TEST(CommState, ComesBackFromItsJson) {
   EXPECT_EQ(back.waitingOn, sent.waitingOn);
   EXPECT_EQ(back.timedOut, sent.timedOut);
   EXPECT_EQ(back.failure, sent.failure);
+  EXPECT_EQ(back.connections.localPeers, 1);
+  EXPECT_EQ(back.connections.shmPeers, 2);
+  EXPECT_EQ(back.connections.netPeers, 4);
+  EXPECT_EQ(back.connections.netConnections, 24);
   ASSERT_EQ(back.entries.size(), sent.entries.size());
   for (size_t i = 0; i < sent.entries.size(); ++i) {
     EXPECT_EQ(back.entries[i].seq, sent.entries[i].seq);
@@ -61,7 +66,7 @@ TEST(CommState, KeepsLoomCommDumpStatesKeys) {
   for (const auto& [key, value] : j.items()) keys.push_back(key);
   for (const auto& [key, value] : j["entries"][0].items()) entryKeys.push_back(key);
   EXPECT_EQ(keys, std::vector<std::string>({"comm", "rank", "nranks", "host", "pid", "completed_up_to", "entries",
-                                            "failure", "last_issued", "timed_out", "waiting_on"}));
+                                            "failure", "last_issued", "timed_out", "waiting_on", "connections"}));
   EXPECT_EQ(entryKeys, std::vector<std::string>({"age_us", "count", "dtype", "op", "peer", "seq"}));
 }
 

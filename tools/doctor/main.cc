@@ -100,11 +100,16 @@ int main(int argc, char** argv) {
     }
     for (const Process& p : processes) {
       std::cout << fmt::format("pid {}\n", p.pid);
-      for (const auto& c : p.comms)
-        std::cout << fmt::format("  job {} comm '{}' rank {} of {}: issued #{}, finished up to #{}{}\n", c.value("job", ""),
-                                 c.value("comm", ""), c.value("rank", 0), c.value("nranks", 0), c.value("last_issued", 0),
-                                 c.value("completed_up_to", 0),
+      for (const auto& c : p.comms) {
+        const ordered_json links = c.value("connections", ordered_json::object());
+        std::cout << fmt::format("  job {} comm '{}' rank {} of {}: issued #{}, finished up to #{}; peers: {} in this "
+                                 "process, {} by shared memory, {} on other hosts ({} network connections open){}\n",
+                                 c.value("job", ""), c.value("comm", ""), c.value("rank", 0), c.value("nranks", 0),
+                                 c.value("last_issued", 0), c.value("completed_up_to", 0), links.value("local_peers", 0),
+                                 links.value("shm_peers", 0), links.value("net_peers", 0),
+                                 links.value("net_connections", 0),
                                  c.value("failure", "").empty() ? "" : "; failed: " + c.value("failure", ""));
+      }
     }
     return 0;
   }

@@ -29,7 +29,12 @@ void to_json(nlohmann::ordered_json& j, const CommState& state) {
        {"failure", state.failure},
        {"last_issued", state.lastIssued},
        {"timed_out", state.timedOut},
-       {"waiting_on", state.waitingOn}};
+       {"waiting_on", state.waitingOn},
+       {"connections",
+        {{"local_peers", state.connections.localPeers},
+         {"shm_peers", state.connections.shmPeers},
+         {"net_peers", state.connections.netPeers},
+         {"net_connections", state.connections.netConnections}}}};
 }
 
 void from_json(const nlohmann::ordered_json& j, CommState& state) {
@@ -44,6 +49,13 @@ void from_json(const nlohmann::ordered_json& j, CommState& state) {
   state.waitingOn = j.value("waiting_on", -1);
   state.timedOut = j.value("timed_out", false);
   state.failure = j.value("failure", "");
+  if (j.contains("connections") && j["connections"].is_object()) {
+    const nlohmann::ordered_json& c = j["connections"];
+    state.connections.localPeers = c.value("local_peers", 0);
+    state.connections.shmPeers = c.value("shm_peers", 0);
+    state.connections.netPeers = c.value("net_peers", 0);
+    state.connections.netConnections = c.value("net_connections", 0);
+  }
 }
 
 std::string commStateText(const CommState& state) { return nlohmann::ordered_json(state).dump(); }

@@ -30,6 +30,15 @@ CommState commState(const loomComm& comm) {
     state.host = me.process.host();
     state.pid = me.process.pid;
   }
+  if (comm.transports) {
+    for (int p = 0; p < comm.nranks; ++p) switch (comm.transports->kind(p)) {
+        case TransportKind::Local: ++state.connections.localPeers; break;
+        case TransportKind::Shm: ++state.connections.shmPeers; break;
+        case TransportKind::Net: ++state.connections.netPeers; break;
+        case TransportKind::Self: break;
+      }
+    state.connections.netConnections = comm.transports->openNetConnections();
+  }
   // Plan kernels end on the device: their launches say how far they got and whom a lane waits on.
   const device::DeviceProgress device = comm.device ? comm.device->progress() : device::DeviceProgress{};
   comm.flight.snapshot(&state, device.firstUnfinished, device.waitingOn);
