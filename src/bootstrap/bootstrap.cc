@@ -247,9 +247,14 @@ Status Bootstrap::leadHost(const RankInfo& self, Socket hostListener, Deadline d
       return systemError("poll: {}", std::strerror(errno));
     if (fds[0].revents) joinLocals(hostListener, &records, &joined);
     if (fds[1].revents) {
+      // One connection per poll: a stranger's is dropped and the loop goes on serving this host's
+      // ranks (waiting here for another connection would keep them from joining, and the table
+      // waits for their records: a port scanner would stall the job until its timeout).
       Socket s;
       Hello h;
-      LOOM_TRY(acceptHello(HelloKind::FromParent, deadline, &s, &h));
+      bool dropped = false;
+      LOOM_TRY(acceptOneHello(HelloKind::FromParent, deadline, &s, &h, &dropped));
+      if (dropped) continue;
       traffic_.opened();
       const std::string source =
           h.tag < 0 ? std::string("the rendezvous") : fmt::format("rank {}, the parent leader", h.rank);
@@ -359,19 +364,28 @@ void Bootstrap::closeTree() {
 
 Status Bootstrap::acceptHello(HelloKind kind, Deadline deadline, Socket* out, Hello* hello) {
   for (;;) {
-    Socket s;
-    LOOM_TRY(acceptOne(listener_, deadline, abort_, &s));
-    Hello raw;
-    Status st = recvAll(s, &raw, sizeof(raw), Deadline::afterMs(kHelloTimeoutMs), abort_);
-    if (st.ok()) st = parseHello(&raw, sizeof(raw), id_.secret, kind, nranks_, hello);
-    if (st.ok()) {
-      traffic_.bytesReceived += sizeof(raw);
-      *out = std::move(s);
-      return Status::Ok();
-    }
-    if (abort_ && abort_->load()) return st;
-    LOOM_WARN(Boot, "rank {}: dropped a connection: {}", rank_, st.message());
+    bool dropped = false;
+    LOOM_TRY(acceptOneHello(kind, deadline, out, hello, &dropped));
+    if (!dropped) return Status::Ok();
   }
+}
+
+Status Bootstrap::acceptOneHello(HelloKind kind, Deadline deadline, Socket* out, Hello* hello, bool* dropped) {
+  *dropped = false;
+  Socket s;
+  LOOM_TRY(acceptOne(listener_, deadline, abort_, &s));
+  Hello raw;
+  Status st = recvAll(s, &raw, sizeof(raw), Deadline::afterMs(kHelloTimeoutMs), abort_);
+  if (st.ok()) st = parseHello(&raw, sizeof(raw), id_.secret, kind, nranks_, hello);
+  if (st.ok()) {
+    traffic_.bytesReceived += sizeof(raw);
+    *out = std::move(s);
+    return Status::Ok();
+  }
+  if (abort_ && abort_->load()) return st;
+  LOOM_WARN(Boot, "rank {}: dropped a connection: {}", rank_, st.message());
+  *dropped = true;
+  return Status::Ok();
 }
 
 Status Bootstrap::allGather(const void* mine, void* all, size_t bytes) {

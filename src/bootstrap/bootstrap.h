@@ -67,6 +67,8 @@ class Bootstrap final : public PeerExchange {
 
   // Accepts connections until one presents a valid Hello of `kind`.
   Status acceptHello(HelloKind kind, Deadline deadline, Socket* out, Hello* hello);
+  // One connection: *dropped (and Ok) when it was a stranger's (no valid Hello of `kind`).
+  Status acceptOneHello(HelloKind kind, Deadline deadline, Socket* out, Hello* hello, bool* dropped);
   Hello makeHello(HelloKind kind, int tag) const;
   Status send(const Socket& s, const void* data, size_t bytes, Deadline deadline);
   Status recv(const Socket& s, void* data, size_t bytes, Deadline deadline);

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "base/socket.h"
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
 #include "loom.h"
@@ -124,6 +127,81 @@ TEST(BootstrapJunk, ARankOfAnotherWireVersionFailsTheJob) {
   EXPECT_NE(result, loomSuccess);
   EXPECT_NE(why.find(versions), std::string::npos) << why;
   EXPECT_EQ(comm, nullptr);
+}
+
+// The port of the TCP listener on 127.0.0.<host> (this test's only one there), from /proc/net/tcp;
+// 0 while there is none.
+uint16_t listeningPortOn(uint8_t host) {
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the header
+  const std::string ip = fmt::format("{:02X}00007F", host);  // 127.0.0.host, little-endian hex
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    if (state == "0A" && local.rfind(ip + ":", 0) == 0) return static_cast<uint16_t>(std::stoul(local.substr(9), nullptr, 16));
+  }
+  return 0;
+}
+
+// A stranger's junk on a host leader's listener, before that host's other ranks joined it, is dropped
+// and the leader goes on taking its ranks: the job starts. (A leader used to wait there for another
+// connection, its host's ranks unserved, and the rendezvous for their records: the job stalled until
+// its timeout.)
+TEST(BootstrapJunk, JunkAtAHostLeaderDoesNotStallItsHost) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  UniqueIdData data;
+  ASSERT_TRUE(decodeUniqueId(id, &data).ok());
+  constexpr uint8_t kHost = 77;  // the simulated host listens on 127.0.0.77
+  constexpr int kTimeoutMs = 20000;
+  auto rankInfo = [](int rank) {
+    RankInfo self;
+    self.listenAddress.family = AF_INET;
+    self.listenAddress.addr[0] = 127;
+    self.listenAddress.addr[3] = kHost;
+    self.process.hostHash = 0x6a756e6b;  // one host for both ranks, two processes
+    std::snprintf(self.process.hostname, sizeof(self.process.hostname), "junk-host");
+    self.process.pid = 1000 + rank;
+    self.process.nonce = 77 + static_cast<uint64_t>(rank);
+    return self;
+  };
+  std::unique_ptr<Bootstrap> boots[2];
+  Status results[2];
+  const auto start = std::chrono::steady_clock::now();
+  std::thread leader([&] { results[0] = Bootstrap::create(data, 0, 2, rankInfo(0), kTimeoutMs, nullptr, &boots[0]); });
+  uint16_t port = 0;
+  for (int i = 0; i < 500 && port == 0; ++i) {
+    port = listeningPortOn(kHost);
+    if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_NE(port, 0) << "rank 0 never listened on 127.0.0.77";
+  SocketAddress at = rankInfo(0).listenAddress;
+  at.port = port;
+  std::vector<char> junk(300, 'x');
+  sendAndClose(at, junk);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the leader has taken the junk
+  std::thread local([&] { results[1] = Bootstrap::create(data, 1, 2, rankInfo(1), kTimeoutMs, nullptr, &boots[1]); });
+  leader.join();
+  local.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(results[0].ok()) << results[0].message();
+  ASSERT_TRUE(results[1].ok()) << results[1].message();
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_TRUE(boots[0]->tree().isLeader());
+  // And the two work together.
+  int parts[2] = {0, 0};
+  std::thread gather([&] {
+    const int mine = 1;
+    EXPECT_TRUE(boots[1]->allGather(&mine, parts, sizeof mine).ok());
+  });
+  int all[2] = {0, 0};
+  const int mine = 0;
+  EXPECT_TRUE(boots[0]->allGather(&mine, all, sizeof mine).ok());
+  gather.join();
+  EXPECT_EQ(all[1], 1);
+  EXPECT_EQ(parts[0], 0);
 }
 
 }  // namespace
