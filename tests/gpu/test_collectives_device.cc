@@ -94,6 +94,16 @@ void expectOnEveryRank(int n, Body body) {
 }
 
 
+// Waits up to 60 s for process `pid` to exit (its pidfd turns readable): "" once it did, else why not.
+std::string waitUntilGone(int pid, const char* who) {
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return " pidfd_open: " + std::string(std::strerror(errno)) + ";";
+  pollfd gone{pidfd, POLLIN, 0};
+  const int polled = poll(&gone, 1, 60000);
+  close(pidfd);
+  return polled == 1 ? "" : std::string(" ") + who + " did not leave within 60 s;";
+}
+
 class DeviceCollectives : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { LOOM_REQUIRE_GPU(); }
@@ -441,12 +451,7 @@ TEST_P(DeviceCollectives, APeerThatLeavesDuringALaunchsTailIsNoError) {
     if (r != loomSuccess) return loomtest::callFailure("loomAllReduce", r, ctx.comm);
     std::string problems;
     if (ctx.rank == 0) {  // rank 1 leaves once its part is done: the harness destroys its communicator
-      const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pids[1], 0));
-      if (pidfd < 0) return " pidfd_open: " + std::string(std::strerror(errno)) + ";";
-      pollfd gone{pidfd, POLLIN, 0};
-      const int polled = poll(&gone, 1, 60000);
-      close(pidfd);
-      if (polled != 1) return " rank 1 did not leave within 60 s;";
+      if (std::string gone = waitUntilGone(pids[1], "rank 1"); !gone.empty()) return gone;
       if (cudaStreamQuery(stream) != cudaErrorNotReady)
         problems += " rank 0's launch ended before rank 1 left (the test's window was missed);";
     }
@@ -492,12 +497,7 @@ TEST_P(DeviceCollectives, APeerThatLeavesAfterAGraphFailsOnlyItsReplay) {
       cudaGraphDestroy(graph);
       return problems;
     }
-    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pids[1], 0));
-    if (pidfd < 0) return " pidfd_open: " + std::string(std::strerror(errno)) + ";";
-    pollfd gone{pidfd, POLLIN, 0};
-    const int polled = poll(&gone, 1, 60000);
-    close(pidfd);
-    if (polled != 1) return " rank 1 did not leave within 60 s;";
+    if (std::string gone = waitUntilGone(pids[1], "rank 1"); !gone.empty()) return gone;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the peer watch's turn (no error either way)
     loomResult_t async = loomSuccess;
     loomCommGetAsyncError(ctx.comm, &async);
