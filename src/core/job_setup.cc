@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <sstream>
@@ -83,14 +84,19 @@ Status placeThisRank(loomComm* comm, const SystemGraph& graph, RankPlacement* ou
   return Status::Ok();
 }
 
-// One rank's part of an exchange, or why it has none. A rank that fails its part still takes part in
-// the exchange, so that every other rank fails naming it and its reason, instead of losing the
-// connection to it mid-exchange.
+// One rank's part of an exchange and whether it has one. A rank that fails its part still takes part
+// in the exchange, so that every other rank fails naming it and its reason, instead of losing the
+// connection to it mid-exchange. The reasons travel only when some rank failed, in a second round:
+// every rank gathers every part, so each byte of a part costs n bytes on every rank (1024 rank
+// threads gathered half a KiB of empty reason per rank, twice, at init).
 template <typename Part>
 struct Contribution {
   Part part{};
   int32_t code = loomSuccess;
-  char error[480] = {};
+};
+
+struct FailureReason {
+  char text[480] = {};
 };
 
 template <typename Part>
@@ -98,13 +104,20 @@ Status exchangeParts(loomComm* comm, const char* what, const Status& local, cons
   Contribution<Part> contribution;
   contribution.part = mine;
   contribution.code = local.code();
-  std::snprintf(contribution.error, sizeof contribution.error, "%s", local.message().c_str());
   std::vector<Contribution<Part>> gathered(static_cast<size_t>(comm->nranks));
   LOOM_TRY(comm->bootstrap->allGather(&contribution, gathered.data(), sizeof contribution).withContext(what));
-  if (!local.ok()) return local;
-  for (int r = 0; r < comm->nranks; ++r)
-    if (gathered[static_cast<size_t>(r)].code != loomSuccess)
-      return errorStatus(loomRemoteError, "rank {} failed its {}: {}", r, what, gathered[static_cast<size_t>(r)].error);
+  const auto failed = std::find_if(gathered.begin(), gathered.end(),
+                                   [](const Contribution<Part>& c) { return c.code != loomSuccess; });
+  if (failed != gathered.end()) {
+    // Every rank saw the same failure, so every rank takes part in the round of reasons.
+    FailureReason mineWhy;
+    std::snprintf(mineWhy.text, sizeof mineWhy.text, "%s", local.message().c_str());
+    std::vector<FailureReason> why(static_cast<size_t>(comm->nranks));
+    LOOM_TRY(comm->bootstrap->allGather(&mineWhy, why.data(), sizeof mineWhy).withContext(what));
+    if (!local.ok()) return local;
+    const int r = static_cast<int>(failed - gathered.begin());
+    return errorStatus(loomRemoteError, "rank {} failed its {}: {}", r, what, why[static_cast<size_t>(r)].text);
+  }
   all->clear();
   for (const Contribution<Part>& c : gathered) all->push_back(c.part);
   return Status::Ok();
