@@ -29,15 +29,10 @@ struct LanesSeen {
 };
 
 void look(const KernelLaunch& l, int lostPeer, LanesSeen* seen) {
-  for (const KernelLaunch::Entry& e : l.entries)
-    for (size_t lane = 0; lane < e.plan->lanes.size(); ++lane) {
-      // Written by the kernel while it runs: read once, as a word that may change under us.
-      const uint32_t w =
-          std::atomic_ref<uint32_t>(l.statuses[e.firstStatus + lane].waitingOn).load(std::memory_order_relaxed);
-      if (w == 0) continue;
-      seen->waitOnAnyone = true;
-      if (static_cast<int>(w) - 1 == lostPeer) seen->waitOnLost = true;
-    }
+  l.forEachWait([&](int peer) {
+    seen->waitOnAnyone = true;
+    if (peer == lostPeer) seen->waitOnLost = true;
+  });
 }
 
 }  // namespace

@@ -569,12 +569,9 @@ DeviceProgress PlanKernels::progress() {
     bool done = false;
     if (!l->done.query(&done).ok() || done || l->entries.empty()) continue;
     p.firstUnfinished = l->entries.front().seq;
-    for (const KernelLaunch::Entry& e : l->entries)
-      for (size_t i = 0; i < e.plan->lanes.size() && p.waitingOn < 0; ++i) {
-        // Written by the kernel while it runs: read once, as a word that may change under us.
-        const uint32_t w = std::atomic_ref<uint32_t>(l->statuses[e.firstStatus + i].waitingOn).load(std::memory_order_relaxed);
-        if (w != 0) p.waitingOn = static_cast<int>(w) - 1;
-      }
+    l->forEachWait([&p](int peer) {
+      if (p.waitingOn < 0) p.waitingOn = peer;
+    });
     break;
   }
   return remember(p);

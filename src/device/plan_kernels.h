@@ -99,6 +99,17 @@ struct KernelLaunch {
   }
   KernelLaunch(const KernelLaunch&) = delete;
   KernelLaunch& operator=(const KernelLaunch&) = delete;
+  // Calls `seen(peer)` for each lane that notes a long wait on `peer` (DeviceLaneStatus::waitingOn, which
+  // the kernel writes while it runs: each word read once, as one that may change under us).
+  template <typename Seen>
+  void forEachWait(Seen seen) const {
+    for (const Entry& e : entries)
+      for (size_t lane = 0; lane < e.plan->lanes.size(); ++lane) {
+        const uint32_t w =
+            std::atomic_ref<uint32_t>(statuses[e.firstStatus + lane].waitingOn).load(std::memory_order_relaxed);
+        if (w != 0) seen(static_cast<int>(w) - 1);
+      }
+  }
   PlanSlots* slots = nullptr;  // with `slot`, when the launch holds a ring slot
   int slot = -1;
   PinnedBlock blob;  // what a slot would hold (statuses, tables, an encoding on its way) when none does
