@@ -21,8 +21,8 @@
 // Each run also prints what the bootstrap's cost model (src/model/bootstrap_model.h) predicts for it:
 // the busiest party's bytes and sockets, and this machine's time (every party's CPU over its cores,
 // with --model-constants, as --constants printed them); --model-within F: exit 1 when the measured
-// bytes differ from the prediction by more than the fraction F, or the sockets exceed its bound. --constants measures the
-// model's constants on this machine and prints them.
+// bytes differ from the prediction by more than the fraction F, or the sockets exceed its bound.
+// --constants measures the model's constants on this machine and prints them.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <pthread.h>
@@ -32,9 +32,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -130,7 +130,7 @@ loom::Status bootstrapRank(RankJob& job, RankResult* result) {
   LOOM_TRY(Bootstrap::create(*job.id, job.rank, job.nranks, self, job.timeoutMs, nullptr, &b));
   out.joinedS = secondsSince(job.start);
   out.leader = b->tree().isLeader();
-  for (int h = b->tree().host; h > 0; h = (h - 1) / loom::kLeaderFanout) ++out.depth;
+  for (int h = b->tree().host; h > 0; h = loom::parentHost(h)) ++out.depth;
   // The setup exchanges: every rank's part gathered (checked), then a barrier. (--gather-bytes 0: the
   // barrier only; at 64k ranks each rank's gather result would be held by every thread at once.)
   if (job.gatherBytes == 0) {
@@ -172,12 +172,6 @@ void raiseDescriptorLimit(int nranks) {
 }
 
 // The largest worker's peak (RUSAGE_CHILDREN: the largest child waited for, this run's or before).
-double processCpuSeconds(int who) {
-  rusage u{};
-  getrusage(who, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
 long maxRssKiB() {
   rusage u{};
   getrusage(RUSAGE_CHILDREN, &u);
@@ -261,7 +255,12 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
   }
   ::close(goPipe[0]);
   BootstrapTraffic rootTraffic;
-  const double cpuBefore = processCpuSeconds(RUSAGE_SELF) + processCpuSeconds(RUSAGE_CHILDREN);
+  // Every party's CPU: the workers (waited for) and the rendezvous' thread.
+  auto everyPartysCpu = [] {
+    using loom::bootstrap_scale::processCpuSeconds;
+    return processCpuSeconds(RUSAGE_SELF) + processCpuSeconds(RUSAGE_CHILDREN);
+  };
+  const double cpuBefore = everyPartysCpu();
   *start = Clock::now();
   double rendezvousS = 0;  // every rank joined and host 0's leader has the table
   std::thread root([&] {
@@ -279,8 +278,7 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
   }
   root.join();
   const double seconds = secondsSince(*start);
-  // Every party's CPU: the workers (waited for) and the rendezvous' thread.
-  const double cpuS = processCpuSeconds(RUSAGE_SELF) + processCpuSeconds(RUSAGE_CHILDREN) - cpuBefore;
+  const double cpuS = everyPartysCpu() - cpuBefore;
   const int started = nranks;
   if (crashed) std::printf("  %d worker processes ended badly\n", crashed);
 
@@ -358,12 +356,12 @@ nlohmann::json runOnce(const Options& o, int nranks, bool* withinBounds) {
   const double modelS = model.totalCpuUs / cores / 1e6;
   row["model_busiest_bytes"] = model.busiestBytes.bytes;
   row["model_busiest_sockets"] = model.busiestSockets.sockets;
+  row["model_cpu_s"] = model.totalCpuUs / 1e6;
   row["model_one_machine_s"] = modelS;
   row["cores"] = cores;
   std::printf("  model: busiest %.0f B (%s), sockets %d (%s); CPU %.3f s (measured %.3f s), %.3f s on %d cores\n",
               model.busiestBytes.bytes, model.busiestBytes.party.c_str(), model.busiestSockets.sockets,
               model.busiestSockets.party.c_str(), model.totalCpuUs / 1e6, cpuS, modelS, cores);
-  row["model_cpu_s"] = model.totalCpuUs / 1e6;
   std::printf("  leaders with the table, by depth (s):");
   for (double t : tableByDepth) std::printf(" %.3f", t);
   std::printf("\n");
@@ -411,8 +409,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-sockets", o.maxSockets, "fail when the busiest party holds more sockets at once");
   app.add_option("--max-bytes", o.maxBytes, "fail when the busiest party moves more bytes");
   app.add_option("--model-within", o.modelWithin,
-                 "fail when the busiest party's bytes or sockets differ from the cost model's by more than this "
-                 "fraction");
+                 "fail when the busiest party's bytes differ from the cost model's by more than this fraction, or "
+                 "its sockets exceed the model's bound");
   app.add_option("--model-constants", o.modelConstants, "the cost model's constants, as --constants prints them");
   bool constantsOnly = false;
   app.add_flag("--constants", constantsOnly, "measure the cost model's constants on this machine, print them, exit");

@@ -19,23 +19,17 @@
 namespace loom::bootstrap_scale {
 namespace {
 
-// CPU seconds of this process so far (every thread: both ends of a loopback connection).
-double cpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
 void check(const Status& st, const char* what) {
   if (!st.ok()) throw std::runtime_error(std::string(what) + ": " + st.message());
 }
 
-// Microseconds of CPU per call of `step`, over `n` calls.
+// Microseconds of this process's CPU (every thread: both ends of a loopback connection) per call of
+// `step`, over `n` calls.
 template <typename Step>
 double cpuUsPer(int n, Step step) {
-  const double before = cpuSeconds();
+  const double before = processCpuSeconds(RUSAGE_SELF);
   for (int i = 0; i < n; ++i) step(i);
-  return (cpuSeconds() - before) * 1e6 / n;
+  return (processCpuSeconds(RUSAGE_SELF) - before) * 1e6 / n;
 }
 
 SocketAddress loopback() {
@@ -129,13 +123,11 @@ double recordUs(const uint8_t* secret) {
   const Hello h = helloFor(secret, HelloKind::ToRoot, 0);
   std::memcpy(wire.data(), &h, sizeof h);
   std::vector<RankInfo> kept(kRecords);
-  const double wall0 = cpuSeconds();
-  for (int i = 0; i < kRecords; ++i) {
+  return cpuUsPer(kRecords, [&](int i) {
     Hello parsed;
     check(parseHello(wire.data(), sizeof(Hello), secret, HelloKind::ToRoot, 1 << 20, &parsed), "parse");
     std::memcpy(&kept[static_cast<size_t>(i)], wire.data() + sizeof(Hello), sizeof(RankInfo));
-  }
-  return (cpuSeconds() - wall0) * 1e6 / kRecords;
+  });
 }
 
 // Encoding and decoding the table, per rank (64k ranks on 8k hosts).
@@ -153,14 +145,12 @@ double tableRankUs() {
     hostOf[static_cast<size_t>(r)] = r / kPerHost;
     if (r % kPerHost == 0) leaderOf[static_cast<size_t>(r / kPerHost)] = r;
   }
-  const double before = cpuSeconds();
-  constexpr int kRounds = 4;
-  for (int i = 0; i < kRounds; ++i) {
+  const double perRound = cpuUsPer(4, [&](int) {
     const std::vector<char> bytes = encodeRankTable(1, ranks, hostOf, leaderOf);
     RankTable table;
     check(decodeRankTable(bytes.data(), bytes.size(), kRanks, &table), "decode");
-  }
-  return (cpuSeconds() - before) * 1e6 / (2.0 * kRounds * kRanks);
+  });
+  return perRound / (2.0 * kRanks);  // an encoding and a decoding per round
 }
 
 // A small message between two ranks of a host: one byte each way over a unix socket, per message.
@@ -212,6 +202,12 @@ double threadStartUs() {
 }
 
 }  // namespace
+
+double processCpuSeconds(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
 
 loom::model::BootstrapConstants measureConstants() {
   uint8_t secret[kSecretBytes];

@@ -9,4 +9,8 @@ namespace loom::bootstrap_scale {
 
 loom::model::BootstrapConstants measureConstants();
 
+// CPU seconds so far, every thread's: of this process (RUSAGE_SELF) or of its children waited for
+// (RUSAGE_CHILDREN).
+double processCpuSeconds(int who);
+
 }  // namespace loom::bootstrap_scale

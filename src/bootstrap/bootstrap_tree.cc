@@ -37,7 +37,7 @@ BootstrapTree BootstrapTree::of(const RankTable& table, int rank) {
   for (int r = 0; r < table.nranks(); ++r) ranksOfHost[static_cast<size_t>(table.hostOfRank[static_cast<size_t>(r)])].push_back(r);
   for (int r : ranksOfHost[static_cast<size_t>(t.host)])
     if (r != rank) t.locals.push_back(r);
-  if (t.host > 0) t.parentLeader = table.leaderOfHost[static_cast<size_t>((t.host - 1) / kLeaderFanout)];
+  if (t.host > 0) t.parentLeader = table.leaderOfHost[static_cast<size_t>(parentHost(t.host))];
   for (int child : childHosts(t.host, table.nhosts())) {
     t.childLeaders.push_back(table.leaderOfHost[static_cast<size_t>(child)]);
     t.childOrder.push_back(subtreeOrder(child, ranksOfHost));

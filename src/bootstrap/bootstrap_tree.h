@@ -13,6 +13,9 @@ namespace loom {
 
 constexpr int kLeaderFanout = 8;
 
+// The host whose leader is host `host`'s parent in the tree of leaders; -1 for host 0, the root.
+constexpr int parentHost(int host) { return host == 0 ? -1 : (host - 1) / kLeaderFanout; }
+
 struct BootstrapTree {
   int rank = 0;
   int host = 0;

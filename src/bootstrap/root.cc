@@ -22,8 +22,9 @@ class Rendezvous {
  public:
   Rendezvous(const UniqueIdData& id, BootstrapTraffic* traffic) : id_(id), traffic_(traffic ? traffic : &own_) {}
 
-  // Serves the hosts' leaders as they come (poll, at most kMaxOpen connections at once): each sends
-  // records (its own, then its host's ranks' as they join it) on short connections of its own.
+  // Serves the hosts' leaders as they come (poll, at most kRendezvousMaxOpen connections at once):
+  // each sends records (its own, then its host's ranks' as they join it) on short connections of its
+  // own.
   void serve(const Socket& listener) {
     traffic_->opened();  // the listener
     const Deadline deadline = Deadline::afterMs(settingInt(Setting::BootstrapTimeoutMs));
@@ -34,7 +35,7 @@ class Rendezvous {
         return;
       }
       fds.clear();
-      const bool accepting = open_.size() < kMaxOpen;
+      const bool accepting = open_.size() < kRendezvousMaxOpen;
       fds.push_back(pollfd{accepting ? listener.fd() : -1, POLLIN, 0});
       for (const Sender& l : open_) fds.push_back(pollfd{l.socket.fd(), POLLIN, 0});
       if (::poll(fds.data(), fds.size(), deadline.remainingMs(100)) < 0 && errno != EINTR) {
@@ -75,7 +76,6 @@ class Rendezvous {
     size_t got = 0;
     uint64_t lastNs = 0;  // when it last sent something
   };
-  static constexpr size_t kMaxOpen = 64;
 
   Status send(const Socket& s, const void* data, size_t bytes, Deadline deadline) {
     traffic_->bytesSent += bytes;
@@ -91,7 +91,7 @@ class Rendezvous {
   }
 
   void acceptAll(const Socket& listener) {
-    while (open_.size() < kMaxOpen) {
+    while (open_.size() < kRendezvousMaxOpen) {
       const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)

@@ -3,26 +3,23 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <sstream>
 
 #include "bootstrap/bootstrap_tree.h"
 #include "bootstrap/rank_table.h"
+#include "bootstrap/root.h"
 #include "bootstrap/wire.h"
+#include "model/named_values.h"
 
 namespace loom::model {
 namespace {
 
 constexpr double kRecordBytes = sizeof(Hello) + sizeof(RankInfo);  // a rank's record, to a leader and on to the rendezvous
-constexpr int kRendezvousOpen = 64;                                // the connections it reads at once (root.cc)
 
 // Microseconds to move `bytes` at `gbs` GB/s.
 double transferUs(double bytes, double gbs) { return gbs > 0 ? bytes / (gbs * 1e3) : 0; }
 
-int parentOf(int host) { return host == 0 ? -1 : (host - 1) / kLeaderFanout; }
-
-// What every leader moves and holds, walking the tree of hosts as bootstrap.cc does; each local rank
-// alike. Also the CPU summed over the parties that is not per rank (connections, the table's copies).
+// The tree of hosts as bootstrap_tree.h shapes it: each host's ranks, the ranks under its leader,
+// its child hosts, and the depth.
 struct Walk {
   std::vector<int> ranksOf;     // by host
   std::vector<int> subtree;     // ranks under each host's leader, its own host's included
@@ -38,10 +35,10 @@ Walk walkHosts(int ranks, int perHost) {
   w.subtree = w.ranksOf;
   w.children.assign(static_cast<size_t>(hosts), 0);
   for (int h = hosts - 1; h > 0; --h) {  // children have larger indices: their subtrees are done first
-    w.subtree[static_cast<size_t>(parentOf(h))] += w.subtree[static_cast<size_t>(h)];
-    ++w.children[static_cast<size_t>(parentOf(h))];
+    w.subtree[static_cast<size_t>(parentHost(h))] += w.subtree[static_cast<size_t>(h)];
+    ++w.children[static_cast<size_t>(parentHost(h))];
   }
-  for (int h = hosts - 1, d = 0; h > 0; h = parentOf(h)) w.depth = ++d;
+  for (int h = hosts - 1, d = 0; h > 0; h = parentHost(h)) w.depth = ++d;
   return w;
 }
 
@@ -59,25 +56,17 @@ constexpr ConstantField kConstantFields[] = {
 }  // namespace
 
 Status parseBootstrapConstants(const std::string& text, BootstrapConstants* out) {
-  std::string spaced = text;
-  std::replace(spaced.begin(), spaced.end(), ',', ' ');
-  std::istringstream in(spaced);
-  std::string entry;
-  while (in >> entry) {
-    const size_t eq = entry.find('=');
-    const std::string name = entry.substr(0, eq);
+  for (const NamedValue& entry : splitNamedValues(text)) {
     const ConstantField* f = std::find_if(std::begin(kConstantFields), std::end(kConstantFields),
-                                          [&](const ConstantField& c) { return name == c.name; });
+                                          [&](const ConstantField& c) { return entry.name == c.name; });
     if (f == std::end(kConstantFields)) {
       std::string known;
       for (const ConstantField& c : kConstantFields) known += std::string(known.empty() ? "" : ", ") + c.name;
-      return invalidArgument("bootstrap constant '{}' is not one of {}", name, known);
+      return invalidArgument("bootstrap constant '{}' is not one of {}", entry.name, known);
     }
-    const std::string value = eq == std::string::npos ? "" : entry.substr(eq + 1);
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0' || !(v >= 0))
-      return invalidArgument("bootstrap constant {}='{}' is not a non-negative number", name, value);
+    double v = 0;
+    if (!parseNumber(entry.value, &v) || !(v >= 0))
+      return invalidArgument("bootstrap constant {}='{}' is not a non-negative number", entry.name, entry.value);
     out->*(f->field) = v;
   }
   return Status::Ok();
@@ -111,7 +100,7 @@ BootstrapPrediction predictBootstrap(const BootstrapJob& job, const BootstrapCon
     if (load.bytes > p.busiestBytes.bytes) p.busiestBytes = load;
     if (load.sockets > p.busiestSockets.sockets) p.busiestSockets = load;
   };
-  consider({"the rendezvous", n * kRecordBytes + framedTable, 1 + std::min(kRendezvousOpen, hosts * batches)});
+  consider({"the rendezvous", n * kRecordBytes + framedTable, 1 + std::min(static_cast<int>(kRendezvousMaxOpen), hosts * batches)});
   for (int h = 0; h < hosts; ++h) {
     const double locals = w.ranksOf[static_cast<size_t>(h)] - 1;
     const double kids = w.children[static_cast<size_t>(h)];

@@ -1,8 +1,9 @@
 #include "model/machine_fields.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <functional>
+
+#include "model/named_values.h"
 
 namespace loom::model {
 namespace {
@@ -57,20 +58,12 @@ Status checkMachineFields(const MachineFields& given) {
 
 Status parseMachineFields(const std::string& text, MachineFields* out) {
   out->clear();
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t end = text.find_first_of(", ", at);
-    const std::string entry = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    at = end == std::string::npos ? text.size() : end + 1;
-    if (entry.empty()) continue;
-    const size_t eq = entry.find('=');
-    if (eq == std::string::npos) return invalidArgument("machine field '{}' is not name=value", entry);
-    const std::string value = entry.substr(eq + 1);
-    char* rest = nullptr;
-    const double v = std::strtod(value.c_str(), &rest);
-    if (value.empty() || rest == nullptr || *rest != '\0')
-      return invalidArgument("machine field '{}': '{}' is not a number", entry.substr(0, eq), value);
-    (*out)[entry.substr(0, eq)] = v;
+  for (const NamedValue& entry : splitNamedValues(text)) {
+    if (!entry.hasValue) return invalidArgument("machine field '{}' is not name=value", entry.name);
+    double v = 0;
+    if (!parseNumber(entry.value, &v))
+      return invalidArgument("machine field '{}': '{}' is not a number", entry.name, entry.value);
+    (*out)[entry.name] = v;
   }
   return checkMachineFields(*out);
 }
