@@ -99,8 +99,8 @@ Status TransportSet::create(PeerExchange& exchange, const std::vector<ProcessIde
     if (t->kinds_[p] == TransportKind::Net) t->hasNetPeers_ = true;
   }
   size_t slots = static_cast<size_t>(t->nranks_) * t->channels_;
-  t->sends_.resize(slots);
-  t->recvs_.resize(slots);
+  t->sends_.reset(slots);
+  t->recvs_.reset(slots);
   t->peerSegments_.resize(t->nranks_);
   t->pidfds_.assign(t->nranks_, -1);
   for (int p = 0; p < t->nranks_; ++p)
@@ -119,7 +119,7 @@ int TransportSet::openNetConnections() const {
   int open = 0;
   for (int p = 0; p < nranks_; ++p)
     if (kinds_[p] == TransportKind::Net)
-      for (int c = 0; c < channels_; ++c) open += (sends_[index(p, c)] ? 1 : 0) + (recvs_[index(p, c)] ? 1 : 0);
+      for (int c = 0; c < channels_; ++c) open += (sends_.get(index(p, c)) ? 1 : 0) + (recvs_.get(index(p, c)) ? 1 : 0);
   return open;
 }
 
@@ -160,27 +160,39 @@ Status TransportSet::setupMemory(PeerExchange& exchange) {
   if (own_) own_->unlinkName();
   LOOM_TRY(st);
   LOOM_TRY(barrier);
-  // A peer's memory peers are this host's ranks but itself, as this rank's are this host's ranks but
-  // this one: as many, and this rank's place among them is its place among this host's ranks, less one
-  // where the peer comes before it (memoryPeersOf is sorted).
-  const size_t hostRanksBelow = static_cast<size_t>(std::lower_bound(mine.begin(), mine.end(), rank_) - mine.begin());
-  for (size_t i = 0; i < mine.size(); ++i) {
-    int p = mine[i];
-    Segment& theirs = *peerSegments_[p];
-    const size_t myIndexThere = hostRanksBelow - (p < rank_ ? 1 : 0);
-    SegmentLayout their{mine.size() * channels_, options_.nslots, options_.slotBytes};
-    for (int c = 0; c < channels_; ++c) {
-      size_t outFifo = myIndexThere * channels_ + c;
-      FifoView out{reinterpret_cast<FifoControl*>(theirs.base() + their.controlOffset(outFifo)),
-                   theirs.base() + their.slotsOffset(outFifo), options_.nslots, options_.slotBytes};
-      sends_[index(p, c)] = std::make_unique<MemorySendConnection>(out, &theirs.header()->bell);
-      size_t inFifo = i * channels_ + c;
-      FifoView in{reinterpret_cast<FifoControl*>(own_->base() + layout.controlOffset(inFifo)),
-                  own_->base() + layout.slotsOffset(inFifo), options_.nslots, options_.slotBytes};
-      recvs_[index(p, c)] = std::make_unique<MemoryRecvConnection>(in, &theirs.header()->bell, p);
-    }
-  }
+  memoryIndex_.assign(static_cast<size_t>(nranks_), -1);
+  for (size_t i = 0; i < mine.size(); ++i) memoryIndex_[static_cast<size_t>(mine[i])] = static_cast<int>(i);
+  memoryPeers_ = mine.size();
+  hostRanksBelow_ = static_cast<size_t>(std::lower_bound(mine.begin(), mine.end(), rank_) - mine.begin());
   return Status::Ok();
+}
+
+std::unique_ptr<SendConnection> TransportSet::makeMemorySend(int peer, int channel) const {
+  if (memoryIndex_.empty() || memoryIndex_[static_cast<size_t>(peer)] < 0) return nullptr;
+  Segment& theirs = *peerSegments_[static_cast<size_t>(peer)];
+  const SegmentLayout their{memoryPeers_ * channels_, options_.nslots, options_.slotBytes};
+  const size_t fifo = (hostRanksBelow_ - (peer < rank_ ? 1 : 0)) * channels_ + channel;
+  const FifoView out{reinterpret_cast<FifoControl*>(theirs.base() + their.controlOffset(fifo)),
+                     theirs.base() + their.slotsOffset(fifo), options_.nslots, options_.slotBytes};
+  return std::make_unique<MemorySendConnection>(out, &theirs.header()->bell);
+}
+
+std::unique_ptr<RecvConnection> TransportSet::makeMemoryRecv(int peer, int channel) const {
+  if (memoryIndex_.empty() || memoryIndex_[static_cast<size_t>(peer)] < 0) return nullptr;
+  Segment& theirs = *peerSegments_[static_cast<size_t>(peer)];
+  const SegmentLayout layout{memoryPeers_ * channels_, options_.nslots, options_.slotBytes};
+  const size_t fifo = static_cast<size_t>(memoryIndex_[static_cast<size_t>(peer)]) * channels_ + channel;
+  const FifoView in{reinterpret_cast<FifoControl*>(own_->base() + layout.controlOffset(fifo)),
+                    own_->base() + layout.slotsOffset(fifo), options_.nslots, options_.slotBytes};
+  return std::make_unique<MemoryRecvConnection>(in, &theirs.header()->bell, peer);
+}
+
+int TransportSet::madeMemoryConnections() const {
+  int made = 0;
+  for (int p = 0; p < nranks_; ++p)
+    if (isMemory(kinds_[p]))
+      for (int c = 0; c < channels_; ++c) made += (sends_.get(index(p, c)) ? 1 : 0) + (recvs_.get(index(p, c)) ? 1 : 0);
+  return made;
 }
 
 Status TransportSet::chooseNetDevice(const net::Provider& provider, int* device) const {
@@ -225,8 +237,14 @@ Status TransportSet::setupNet(PeerExchange& exchange) {
   links.timeoutMs = options_.timeoutMs;
   std::vector<bool> netPeers(nranks_);
   for (int p = 0; p < nranks_; ++p) netPeers[p] = kinds_[p] == TransportKind::Net;
+  std::vector<std::unique_ptr<SendConnection>> sends(sends_.size());
+  std::vector<std::unique_ptr<RecvConnection>> recvs(recvs_.size());
   LOOM_TRY(net::connectNetPeers(exchange, netProvider_.get(), providerError, device, netPeers, links, &netCounters_,
-                                &sends_, &recvs_));
+                                &sends, &recvs));
+  for (size_t i = 0; i < sends.size(); ++i) {
+    if (sends[i]) sends_.put(i, std::move(sends[i]));
+    if (recvs[i]) recvs_.put(i, std::move(recvs[i]));
+  }
   LOOM_INFO(Net, "rank {}: network provider {} on device {} ({} Mb/s), sends {}", rank_, netProvider_->name(),
             props.name, props.speedMbps, links.direct == net::DirectMode::None ? "through slots" : "straight from buffers");
   return Status::Ok();
@@ -276,7 +294,7 @@ Status TransportSet::peerHealth(int peer) const {
     // channel), so it counts only once every connection has it. A failure notice counts at once.
     int closed = 0;
     for (int c = 0; c < channels_; ++c) {
-      auto* rc = static_cast<net::NetRecvConnection*>(recvs_[index(peer, c)].get());
+      auto* rc = static_cast<net::NetRecvConnection*>(recvs_.get(index(peer, c)));
       int waitsOn = -1;
       std::string reason;
       if (rc->notice(&waitsOn, &reason) && waitsOn == net::kClosingNotice) {
@@ -285,7 +303,7 @@ Status TransportSet::peerHealth(int peer) const {
       }
       if (Status st = rc->peerFailure(); !st.ok()) return st.withContext(describePeer(peer));
     }
-    if (closed == channels_) return recvs_[index(peer, 0)]->peerFailure().withContext(describePeer(peer));
+    if (closed == channels_) return recvs_.get(index(peer, 0))->peerFailure().withContext(describePeer(peer));
     return Status::Ok();
   }
   if (!peerSegments_[peer]) return Status::Ok();
@@ -301,7 +319,7 @@ TransportSet::PeerNotice TransportSet::peerNotice(int peer) const {
   if (peer == rank_) return n;
   if (kinds_[peer] != TransportKind::Net) return segmentNotice(peer);
   for (int c = 0; c < channels_ && !n.failed; ++c)
-    n.failed = static_cast<net::NetRecvConnection*>(recvs_[index(peer, c)].get())->notice(&n.waitsOn, &n.reason);
+    n.failed = static_cast<net::NetRecvConnection*>(recvs_.get(index(peer, c)))->notice(&n.waitsOn, &n.reason);
   return n;
 }
 
@@ -316,7 +334,7 @@ std::vector<net::NetSendConnection*> TransportSet::netSends() const {
   for (int p = 0; p < nranks_; ++p)
     if (kinds_[p] == TransportKind::Net)
       for (int c = 0; c < channels_; ++c)
-        if (sends_[index(p, c)]) sends.push_back(static_cast<net::NetSendConnection*>(sends_[index(p, c)].get()));
+        if (SendConnection* s = sends_.get(index(p, c))) sends.push_back(static_cast<net::NetSendConnection*>(s));
   return sends;
 }
 
@@ -329,7 +347,7 @@ void TransportSet::closeNet(int64_t maxWaitMs) {
     // thread: waiting for them would only delay it.
     if (kinds_[p] == TransportKind::Net && !peers_[p].sameProcess(peers_[rank_]))
       for (int c = 0; c < channels_; ++c)
-        if (recvs_[index(p, c)]) recvs.push_back(static_cast<net::NetRecvConnection*>(recvs_[index(p, c)].get()));
+        if (RecvConnection* r = recvs_.get(index(p, c))) recvs.push_back(static_cast<net::NetRecvConnection*>(r));
   for (net::NetSendConnection* c : sends) c->postNotice("closed its communicator (loomCommDestroy)", net::kClosingNotice);
   net::drainNotices(sends, net::kNoticeDrainMs);
   const Deadline deadline = Deadline::afterMs(maxWaitMs);

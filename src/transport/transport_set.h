@@ -14,6 +14,7 @@
 #include "base/process_identity.h"
 #include "transport/connection.h"
 #include "transport/doorbell.h"
+#include "transport/lazy_slots.h"
 #include "transport/net/fifo_proxy.h"
 #include "transport/net/gdr_choice.h"
 #include "transport/net/net_connection.h"
@@ -59,11 +60,24 @@ class TransportSet {
   static Status create(PeerExchange& exchange, const std::vector<ProcessIdentity>& peers,
                        const TransportOptions& options, std::unique_ptr<TransportSet>* out);
 
-  SendConnection* send(int peer, int channel) const { return sends_[index(peer, channel)].get(); }
-  RecvConnection* recv(int peer, int channel) const { return recvs_[index(peer, channel)].get(); }
+  // A peer's connection on a channel (null for this rank itself). Network connections are all made at
+  // setup; a memory peer's are made on first use (its segment is mapped at setup, so no peer takes
+  // part): a plan reaches a few peers, and objects for all of them cost a rank O(n) at init.
+  SendConnection* send(int peer, int channel) const {
+    const size_t i = index(peer, channel);
+    if (SendConnection* c = sends_.get(i)) return c;
+    return sends_.getOrMake(i, [&] { return makeMemorySend(peer, channel); });
+  }
+  RecvConnection* recv(int peer, int channel) const {
+    const size_t i = index(peer, channel);
+    if (RecvConnection* c = recvs_.get(i)) return c;
+    return recvs_.getOrMake(i, [&] { return makeMemoryRecv(peer, channel); });
+  }
   TransportKind kind(int peer) const { return kinds_[peer]; }
   // The network connections open (a send or a receive comm per net peer and channel).
   int openNetConnections() const;
+  // The memory peers' connections made so far (a send or a receive per peer and channel used).
+  int madeMemoryConnections() const;
   // The channels collectives use, 0..nchannels()-1 (LOOM_NCHANNELS). Point-to-point operations have
   // a channel of their own after them: on it, a peer's next message is always its next send to this
   // rank, never a collective's, so a receive from any source can take whichever peer's comes first
@@ -137,6 +151,8 @@ class TransportSet {
   TransportSet() = default;
   size_t index(int peer, int channel) const { return static_cast<size_t>(peer) * channels_ + channel; }
   Status setupMemory(PeerExchange& exchange);
+  std::unique_ptr<SendConnection> makeMemorySend(int peer, int channel) const;
+  std::unique_ptr<RecvConnection> makeMemoryRecv(int peer, int channel) const;
   Status setupNet(PeerExchange& exchange);
   Status chooseNetDevice(const net::Provider& provider, int* device) const;
   Status chooseGdr(const net::DeviceProperties& props);
@@ -155,10 +171,17 @@ class TransportSet {
   std::unique_ptr<net::Provider> netProvider_;
   net::SendCounters netCounters_;
   net::GdrChoice gdr_;
-  std::vector<std::unique_ptr<SendConnection>> sends_;
-  std::vector<std::unique_ptr<RecvConnection>> recvs_;
+  LazySlots<SendConnection> sends_;  // indexed by index(peer, channel)
+  LazySlots<RecvConnection> recvs_;
   std::shared_ptr<Segment> own_;
   std::vector<std::shared_ptr<Segment>> peerSegments_;  // indexed by rank; null when not a memory peer
+  // A memory peer's place among this rank's memory peers (its FIFOs' place in this rank's segment),
+  // indexed by rank; -1 for the others. This rank's memory peers are its host's other ranks, and so
+  // are each memory peer's: as many of them (memoryPeers_), this rank's place among the peer's being
+  // its place among its host's ranks (hostRanksBelow_) less one where the peer comes before it.
+  std::vector<int> memoryIndex_;
+  size_t memoryPeers_ = 0;
+  size_t hostRanksBelow_ = 0;
   std::vector<int> pidfds_;  // per rank, for shm peers: readable once the process has exited
   std::unique_ptr<Doorbell> privateBell_;
   Doorbell* bell_ = nullptr;

@@ -26,7 +26,7 @@ loom::CommState filledState() {
   s.timedOut = true;
   s.failure = "rank 5 closed its connection";
   s.entries = {{11, "AllReduce", 1000, "float", -1, 250000}, {12, "Broadcast", 500, "float", 0, 1200}};
-  s.connections = {1, 2, 4, 24};
+  s.connections = {1, 2, 4, 24, 6};
   return s;
 }
 
@@ -48,6 +48,7 @@ TEST(CommState, ComesBackFromItsJson) {
   EXPECT_EQ(back.connections.shmPeers, 2);
   EXPECT_EQ(back.connections.netPeers, 4);
   EXPECT_EQ(back.connections.netConnections, 24);
+  EXPECT_EQ(back.connections.memoryConnections, 6);
   ASSERT_EQ(back.entries.size(), sent.entries.size());
   for (size_t i = 0; i < sent.entries.size(); ++i) {
     EXPECT_EQ(back.entries[i].seq, sent.entries[i].seq);

@@ -103,11 +103,12 @@ int main(int argc, char** argv) {
       for (const auto& c : p.comms) {
         const ordered_json links = c.value("connections", ordered_json::object());
         std::cout << fmt::format("  job {} comm '{}' rank {} of {}: issued #{}, finished up to #{}; peers: {} in this "
-                                 "process, {} by shared memory, {} on other hosts ({} network connections open){}\n",
+                                 "process, {} by shared memory, {} on other hosts ({} network connections open, {} to "
+                                 "memory peers made so far){}\n",
                                  c.value("job", ""), c.value("comm", ""), c.value("rank", 0), c.value("nranks", 0),
                                  c.value("last_issued", 0), c.value("completed_up_to", 0), links.value("local_peers", 0),
                                  links.value("shm_peers", 0), links.value("net_peers", 0),
-                                 links.value("net_connections", 0),
+                                 links.value("net_connections", 0), links.value("memory_connections", 0),
                                  c.value("failure", "").empty() ? "" : "; failed: " + c.value("failure", ""));
       }
     }

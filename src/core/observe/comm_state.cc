@@ -34,7 +34,8 @@ void to_json(nlohmann::ordered_json& j, const CommState& state) {
         {{"local_peers", state.connections.localPeers},
          {"shm_peers", state.connections.shmPeers},
          {"net_peers", state.connections.netPeers},
-         {"net_connections", state.connections.netConnections}}}};
+         {"net_connections", state.connections.netConnections},
+         {"memory_connections", state.connections.memoryConnections}}}};
 }
 
 void from_json(const nlohmann::ordered_json& j, CommState& state) {
@@ -55,6 +56,7 @@ void from_json(const nlohmann::ordered_json& j, CommState& state) {
     state.connections.shmPeers = c.value("shm_peers", 0);
     state.connections.netPeers = c.value("net_peers", 0);
     state.connections.netConnections = c.value("net_connections", 0);
+    state.connections.memoryConnections = c.value("memory_connections", 0);
   }
 }
 

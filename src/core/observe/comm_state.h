@@ -25,13 +25,15 @@ struct CommStateEntry {
   int64_t ageUs = 0;  // since it was issued
 };
 
-// The peers a rank reaches, by transport, and the connections it holds open (the network's: a send and
-// a receive per peer and channel). loom-doctor --list shows them.
+// The peers a rank reaches, by transport, and the connections it holds open: a send and a receive per
+// peer and channel, the network's made at init, the memory peers' on first use. loom-doctor --list
+// shows them.
 struct CommConnections {
   int localPeers = 0;  // rank threads of this process (memory)
   int shmPeers = 0;    // other processes of this host (a shared-memory segment each, mapped)
   int netPeers = 0;    // ranks on other hosts
   int netConnections = 0;
+  int memoryConnections = 0;  // to local and shm peers, made so far
 };
 
 struct CommState {
@@ -52,7 +54,7 @@ struct CommState {
 // Keys as loomCommDumpState has always written them: "comm", "rank", "nranks", "host", "pid",
 // "completed_up_to", "entries" [{"age_us", "count", "dtype", "op", "peer", "seq"}], "failure",
 // "last_issued", "timed_out", "waiting_on", then "connections" {"local_peers", "shm_peers",
-// "net_peers", "net_connections"}. Reading needs only the flight record's counters and entries (a
+// "net_peers", "net_connections", "memory_connections"}. Reading needs only the flight record's counters and entries (a
 // hand-made state for loomHangReport may leave the rest out).
 void to_json(nlohmann::ordered_json& j, const CommStateEntry& entry);
 void from_json(const nlohmann::ordered_json& j, CommStateEntry& entry);

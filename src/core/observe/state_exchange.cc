@@ -38,6 +38,7 @@ CommState commState(const loomComm& comm) {
         case TransportKind::Self: break;
       }
     state.connections.netConnections = comm.transports->openNetConnections();
+    state.connections.memoryConnections = comm.transports->madeMemoryConnections();
   }
   // Plan kernels end on the device: their launches say how far they got and whom a lane waits on.
   const device::DeviceProgress device = comm.device ? comm.device->progress() : device::DeviceProgress{};
