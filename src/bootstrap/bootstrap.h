@@ -34,6 +34,9 @@ class Bootstrap final : public PeerExchange {
   const std::vector<RankInfo>& table() const { return table_->ranks; }
   const BootstrapTree& tree() const { return tree_; }
   const BootstrapTraffic& traffic() const { return traffic_; }
+  // Where every rank is a thread of this process: their exchanges in memory, which also hold what they
+  // make once for all of them (LocalExchange::makeOnce). Null otherwise.
+  LocalExchange* localExchange() const { return local_.get(); }
 
   Status allGather(const void* mine, void* all, size_t bytes) override;
   Status barrier() override;

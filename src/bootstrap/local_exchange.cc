@@ -63,6 +63,13 @@ Status LocalExchange::allGather(int rank, const void* mine, void* all, size_t by
   return Status::Ok();
 }
 
+LocalExchange::Made LocalExchange::makeOnce(const std::string& name, const std::function<Made()>& make) {
+  std::lock_guard<std::mutex> lock(madeMutex_);
+  auto found = made_.find(name);
+  if (found == made_.end()) found = made_.emplace(name, make()).first;
+  return found->second;
+}
+
 void LocalExchange::leave(int rank) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (left_ < 0) left_ = rank;

@@ -11,6 +11,8 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +35,16 @@ class LocalExchange {
   // `rank` is gone: exchanges waiting now and later fail, naming it.
   void leave(int rank);
 
+  // What the first rank to ask for `name` made with `make` (the object and how making it went), for
+  // every rank that asks for it: setup work whose inputs every rank holds alike (an exchange's result,
+  // this process's host graph) done once per process instead of once per rank thread, which made it
+  // O(n^2) work and memory in a process of n rank threads. A rank asking meanwhile waits for it.
+  struct Made {
+    Status status;
+    std::shared_ptr<const void> object;
+  };
+  Made makeOnce(const std::string& name, const std::function<Made()>& make);
+
  private:
   // Waits (under `lock`) until `done` holds; an error on the deadline, an abort or a rank that left.
   template <class Done>
@@ -48,6 +60,8 @@ class LocalExchange {
   bool copying_ = false;     // every part is in: ranks copy out; the next round waits
   uint64_t round_ = 0;
   int left_ = -1;            // a rank that left (its bootstrap went), or -1
+  std::mutex madeMutex_;     // held while one rank makes a shared object
+  std::map<std::string, Made> made_;
 };
 
 }  // namespace loom

@@ -144,12 +144,12 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   options.placeMemory = [binding = comm->numaBinding](void* p, size_t bytes) { binding.preferMemory(p, bytes); };
   options.netProvider = settingText(Setting::Net);
   options.netDevice = settingText(Setting::SocketIfname);
-  if (comm->job.hosts() > 1)
-    options.netPreferred = {comm->job.nicNameOf[static_cast<size_t>(rank)], comm->job.nicBusIdOf[static_cast<size_t>(rank)],
-                            comm->job.nicPathOf[static_cast<size_t>(rank)]};
+  if (comm->job->hosts() > 1)
+    options.netPreferred = {comm->job->nicNameOf[static_cast<size_t>(rank)], comm->job->nicBusIdOf[static_cast<size_t>(rank)],
+                            comm->job->nicPathOf[static_cast<size_t>(rank)]};
   options.cudaDevice = comm->cudaDevice;
   // Asked of the driver only where the network may be used (the GPUDirect RDMA choice at its setup).
-  const bool mayUseNet = comm->job.hosts() > 1 || !options.forced.empty();
+  const bool mayUseNet = comm->job->hosts() > 1 || !options.forced.empty();
   if (comm->cudaDevice >= 0 && mayUseNet)
     options.cudaDmabuf = device::dmabufExportable(comm->cudaDevice, &options.cudaDmabufWhy);
   options.netDirect = settingFlag(Setting::NetDirect);

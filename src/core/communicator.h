@@ -96,7 +96,9 @@ struct loomComm {
 
   std::atomic<uint64_t> opCount{0};  // written under `busy`, read by loomCommWaitOp from any thread
   // Where the ranks are: hosts, rings, NICs (core/job_setup.h), agreed by every rank at init.
-  loom::JobTopology job;
+  // The job's topology: shared by the rank threads of one process that all of a communicator's ranks
+  // are (core/job_setup.cc), else this rank's own.
+  std::shared_ptr<const loom::JobTopology> job;
   std::shared_ptr<const loom::SystemGraph> hostGraph;  // this rank's host, as the job topology used it
   // This rank's NUMA node, where its progress thread runs and its shared-memory FIFOs live.
   loom::NumaBinding numaBinding;

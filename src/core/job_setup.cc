@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 
 #include <sstream>
 
@@ -137,16 +138,38 @@ Status planMyPartOfHost(const loomComm* comm, const SystemGraph& graph, const st
   return Status::Ok();
 }
 
+// Steps 2 and 3 where every rank is a thread of this process: one host, each of whose ranks' records
+// any rank can compute from the placements every rank holds alike; so the first rank here plans the
+// host and assembles the job for all of them, and no second exchange is needed. Each rank planning
+// the whole host, then gathering every record, was O(n) work and memory per rank: the most of a
+// 1024-thread init's topology phase (docs/PERFORMANCE.md, "Init of many rank threads").
+Status planJobInThisProcess(LocalExchange& local, const SystemGraph& graph, const std::vector<RankPlacement>& placements,
+                            std::shared_ptr<const JobTopology>* out) {
+  const LocalExchange::Made made = local.makeOnce("job topology", [&] {
+    auto job = std::make_shared<JobTopology>();
+    std::vector<int> ranks(placements.size());
+    std::iota(ranks.begin(), ranks.end(), 0);
+    std::vector<HostChannelRecord> records;
+    Status st = checkHostsAgree(placements);
+    if (st.ok()) st = chooseHostChannels(graph, ranks, placements, &records);
+    if (st.ok()) st = assembleJob(placements, records, job.get());
+    return LocalExchange::Made{st, std::move(job)};
+  });
+  LOOM_TRY(made.status.withContext("plan of its host"));
+  *out = std::static_pointer_cast<const JobTopology>(made.object);
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<std::vector<int>> tunerRings(const loomComm& comm) {
   // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: rings then come from that
   // shape (the tuner's rail rings), not from the real hosts.
-  return comm.settings.ranksPerNode > 0 ? std::vector<std::vector<int>>{} : comm.job.rings;
+  return comm.settings.ranksPerNode > 0 ? std::vector<std::vector<int>>{} : comm.job->rings;
 }
 
 MachineModel commMachine(const loomComm& comm, MemorySide side, const GpuSharing& sharing) {
-  MachineModel m = jobMachine(comm.job, side, sharing);
+  MachineModel m = jobMachine(*comm.job, side, sharing);
   // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: the model takes that shape.
   if (comm.settings.ranksPerNode > 0) m.ranksPerNode = comm.settings.ranksPerNode;
   m.fifoSlots = static_cast<int>(comm.settings.nslots);
@@ -175,11 +198,17 @@ Status setUpJobTopology(loomComm* comm) {
   std::vector<RankPlacement> placements;
   LOOM_TRY(exchangeParts(comm, "placement in its host's topology", placed, mine, &placements));
 
-  HostChannelRecord myRecord;
-  const Status planned = planMyPartOfHost(comm, *graph, placements, &myRecord);
-  std::vector<HostChannelRecord> records;
-  LOOM_TRY(exchangeParts(comm, "plan of its host", planned, myRecord, &records));
-  LOOM_TRY(assembleJob(placements, records, &comm->job));
+  if (LocalExchange* local = comm->bootstrap->localExchange()) {
+    LOOM_TRY(planJobInThisProcess(*local, *graph, placements, &comm->job));
+  } else {
+    HostChannelRecord myRecord;
+    const Status planned = planMyPartOfHost(comm, *graph, placements, &myRecord);
+    std::vector<HostChannelRecord> records;
+    LOOM_TRY(exchangeParts(comm, "plan of its host", planned, myRecord, &records));
+    auto job = std::make_shared<JobTopology>();
+    LOOM_TRY(assembleJob(placements, records, job.get()));
+    comm->job = std::move(job);
+  }
   comm->numaBinding = NumaBinding::forNode(*graph, mine.numa);
 
   const std::vector<std::vector<int>> rings = tunerRings(*comm);

@@ -85,7 +85,7 @@ TEST(Placement, ALiveRankBindsItsProgressThreadAndFifosToItsNode) {
   runThreadRanks(2, nonblocking(), [&](int rank, loomComm_t comm) {
     const NumaBinding& b = comm->numaBinding;
     ASSERT_TRUE(b.active()) << "rank " << rank << ": " << b.reason();
-    EXPECT_EQ(b.node(), comm->job.placements[static_cast<size_t>(rank)].numa);
+    EXPECT_EQ(b.node(), comm->job->placements[static_cast<size_t>(rank)].numa);
     unsigned long nodes = 0;
     const int mode = memoryPolicyOf(comm->transports->bell(), &nodes);
     EXPECT_NE(mode, 0) << "the FIFO segment has the default policy: not placed";

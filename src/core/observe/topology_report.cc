@@ -59,7 +59,7 @@ std::string usedNic(const JobTopology& job, int r) {
 
 const char* transportName(const loomComm* comm, int peer) {
   const SystemGraph& host = *comm->hostGraph;
-  const JobTopology& job = comm->job;
+  const JobTopology& job = *comm->job;
   const RankPlacement& a = job.placements[static_cast<size_t>(comm->rank)];
   const RankPlacement& b = job.placements[static_cast<size_t>(peer)];
   if (peer == comm->rank) return "self";
@@ -78,7 +78,7 @@ const char* transportName(const loomComm* comm, int peer) {
 
 nlohmann::ordered_json topologyReport(const loomComm* comm) {
   const SystemGraph& host = *comm->hostGraph;
-  const JobTopology& job = comm->job;
+  const JobTopology& job = *comm->job;
   nlohmann::ordered_json j;
   j["nranks"] = job.nranks;
   j["rank"] = comm->rank;
@@ -116,7 +116,7 @@ nlohmann::ordered_json topologyReport(const loomComm* comm) {
 
 void reportJobTopology(const loomComm* comm) {
   const SystemGraph& host = *comm->hostGraph;
-  const JobTopology& job = comm->job;
+  const JobTopology& job = *comm->job;
   if (logEnabled(LogLevel::Info, LogSubsys::Graph)) {
     if (comm->rank == 0) {
       LOOM_INFO(Graph, "{}: {} host(s), topology {}", comm->describe(), job.hosts(), host.source);
