@@ -46,7 +46,10 @@ std::vector<int> channelCandidates(const TuneRequest& req) {
 int sizeClass(uint64_t bytes) { return bytes <= 1 ? 0 : std::bit_width(bytes - 1); }
 
 Tuner::Tuner(const MachineModel& machine, std::vector<std::vector<int>> rings)
-    : cost_(machine), rings_(std::move(rings)) {}
+    : cost_(machine), rings_(std::make_shared<const std::vector<std::vector<int>>>(std::move(rings))) {}
+
+Tuner::Tuner(const MachineModel& machine, std::shared_ptr<const std::vector<std::vector<int>>> rings)
+    : cost_(machine), rings_(rings ? std::move(rings) : std::make_shared<const std::vector<std::vector<int>>>()) {}
 
 MachineModel Tuner::machine() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -78,10 +81,10 @@ std::vector<std::vector<int>> Tuner::ringsFor(Algorithm algo, int nchannels) con
     case RingOrders::None: return {};
     // Trees serve small messages, where one ordering for all channels (tree edges stay inside nodes at
     // the lower levels) costs nothing.
-    case RingOrders::Communicator: return rings_;
+    case RingOrders::Communicator: return *rings_;
     // Rings spread inter-node traffic over the rails.
     case RingOrders::CommunicatorOrRails:
-      if (!rings_.empty()) return rings_;
+      if (!rings_->empty()) return *rings_;
       return railRings(cost_.machine().nranks, cost_.machine().ranksPerNode, nchannels);
   }
   return {};

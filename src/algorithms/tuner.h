@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -55,6 +56,9 @@ class Tuner {
   // rings: the communicator's per-channel orderings from the topology, or empty (identity on one
   // node, railRings() across nodes).
   explicit Tuner(const MachineModel& machine, std::vector<std::vector<int>> rings = {});
+  // The same, sharing rings held elsewhere (a communicator's job: 16 channels x n ranks, which a copy
+  // per tuner made O(n) memory per rank, O(n^2) in a process of n rank threads). Null: none.
+  Tuner(const MachineModel& machine, std::shared_ptr<const std::vector<std::vector<int>>> rings);
 
   Status choosePlan(const TuneRequest& req, TuneChoice* choice);
 
@@ -86,7 +90,7 @@ class Tuner {
 
   mutable std::mutex mutex_;
   CostModel cost_;
-  std::vector<std::vector<int>> rings_;
+  std::shared_ptr<const std::vector<std::vector<int>>> rings_;  // never null (may be empty)
   std::map<DecisionKey, TuneChoice> decisions_;
 };
 

@@ -162,10 +162,11 @@ Status planJobInThisProcess(LocalExchange& local, const SystemGraph& graph, cons
 
 }  // namespace
 
-std::vector<std::vector<int>> tunerRings(const loomComm& comm) {
+std::shared_ptr<const std::vector<std::vector<int>>> tunerRings(const loomComm& comm) {
   // LOOM_RANKS_PER_NODE emulates nodes of that many ranks on this host: rings then come from that
   // shape (the tuner's rail rings), not from the real hosts.
-  return comm.settings.ranksPerNode > 0 ? std::vector<std::vector<int>>{} : comm.job->rings;
+  if (comm.settings.ranksPerNode > 0) return nullptr;
+  return std::shared_ptr<const std::vector<std::vector<int>>>(comm.job, &comm.job->rings);  // owned by the job
 }
 
 MachineModel commMachine(const loomComm& comm, MemorySide side, const GpuSharing& sharing) {
@@ -211,7 +212,7 @@ Status setUpJobTopology(loomComm* comm) {
   }
   comm->numaBinding = NumaBinding::forNode(*graph, mine.numa);
 
-  const std::vector<std::vector<int>> rings = tunerRings(*comm);
+  const std::shared_ptr<const std::vector<std::vector<int>>> rings = tunerRings(*comm);
   comm->tuner = std::make_unique<Tuner>(commMachine(*comm, MemorySide::Host), rings);
   comm->deviceTuner = std::make_unique<Tuner>(commMachine(*comm, MemorySide::Device), rings);
   comm->hostGraph = std::move(graph);

@@ -5,6 +5,7 @@
 // LOOM_GRAPH_DUMP_FILE and LOOM_TOPO_DUMP_FILE write what was decided; LOOM_DEBUG_SUBSYS=graph logs it.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "algorithms/machine_model.h"
@@ -21,8 +22,9 @@ Status setUpJobTopology(loomComm* comm);
 // The machine a communicator's tuner prices plans on: jobMachine of its job, in the shape
 // LOOM_RANKS_PER_NODE emulates, with its FIFO slots.
 MachineModel commMachine(const loomComm& comm, MemorySide side, const GpuSharing& sharing = {});
-// The rings the communicator's tuners plan with (the job's, or none where LOOM_RANKS_PER_NODE emulates nodes).
-std::vector<std::vector<int>> tunerRings(const loomComm& comm);
+// The rings the communicator's tuners plan with (the job's, shared with it, or none where
+// LOOM_RANKS_PER_NODE emulates nodes).
+std::shared_ptr<const std::vector<std::vector<int>>> tunerRings(const loomComm& comm);
 
 // Once the communicator's plan kernels are set up (Ready): its device tuner prices plans with the copy
 // rate of the GPU its ranks share, which only that setup measures.
