@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "base/socket.h"
 #include "base/status.h"
@@ -21,6 +22,11 @@ class PeerExchange {
   virtual Status connectData(int peer, int tag, Socket* out) = 0;
   // The next authenticated incoming data connection, and who made it.
   virtual Status acceptData(Socket* out, int* fromRank, int* tag) = 0;
+  // A setup message to one peer, and the next one from a peer: for exchanges in which each rank needs
+  // only its own part of every other rank's (an all-gather would hand every rank all n^2 parts).
+  // `tag` names the exchange: a message of another exchange that comes first waits for its own call.
+  virtual Status sendMessage(int peer, int tag, const void* data, size_t bytes) = 0;
+  virtual Status recvMessage(int peer, int tag, std::vector<char>* out) = 0;
 };
 
 }  // namespace loom

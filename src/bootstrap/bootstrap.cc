@@ -494,4 +494,41 @@ Status Bootstrap::acceptData(Deadline deadline, Socket* out, int* fromRank, int*
   }
 }
 
+Status Bootstrap::sendMessage(int peer, int tag, const void* data, size_t bytes) {
+  const Deadline deadline = opDeadline();
+  Socket s;
+  LOOM_TRY(connectData(peer, tag, deadline, &s));
+  const uint64_t length = bytes;
+  LOOM_TRY(sendAll(s, &length, sizeof length, deadline, abort_));
+  LOOM_TRY(sendAll(s, data, bytes, deadline, abort_));
+  traffic_.bytesSent += sizeof(Hello) + sizeof length + bytes;
+  return Status::Ok();
+}
+
+Status Bootstrap::recvMessage(int peer, int tag, std::vector<char>* out) {
+  std::lock_guard<std::mutex> lock(mailMutex_);
+  const Deadline deadline = opDeadline();
+  for (;;) {
+    auto kept = mail_.find({peer, tag});
+    if (kept != mail_.end() && !kept->second.empty()) {
+      *out = std::move(kept->second.front());
+      kept->second.pop_front();
+      return Status::Ok();
+    }
+    Socket s;
+    int from = -1, gotTag = 0;
+    LOOM_TRY(acceptData(deadline, &s, &from, &gotTag)
+                 .withContext(fmt::format("waiting for a message (tag {:#x}) from rank {}", tag, peer)));
+    uint64_t length = 0;
+    LOOM_TRY(recvAll(s, &length, sizeof length, deadline, abort_).withContext(fmt::format("a message from rank {}", from)));
+    if (length > kMaxFrameBytes)
+      return errorStatus(loomInternalError, "rank {} sent a setup message of {} bytes (at most {})", from, length,
+                         kMaxFrameBytes);
+    std::vector<char> message(length);
+    LOOM_TRY(recvAll(s, message.data(), length, deadline, abort_).withContext(fmt::format("a message from rank {}", from)));
+    traffic_.bytesReceived += sizeof length + length;
+    mail_[{from, gotTag}].push_back(std::move(message));
+  }
+}
+
 }  // namespace loom

@@ -5,7 +5,9 @@
 // Its listener also accepts the socket transport's data connections, each authenticated by a Hello.
 #pragma once
 
+#include <deque>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <vector>
 
@@ -46,6 +48,11 @@ class Bootstrap final : public PeerExchange {
   // communicator it makes may: core/api/api_elastic.cc).
   Status connectData(int peer, int tag, Deadline deadline, Socket* out);
   Status acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag);
+  // Each message on a data connection of its own (a Hello with the tag, then its length and bytes),
+  // so that a peer's sends never wait for this rank's receives; one that arrives before its receive is
+  // kept (`mail_`).
+  Status sendMessage(int peer, int tag, const void* data, size_t bytes) override;
+  Status recvMessage(int peer, int tag, std::vector<char>* out) override;
 
  private:
   Bootstrap() = default;
@@ -96,6 +103,8 @@ class Bootstrap final : public PeerExchange {
   std::vector<Socket> locals_;    // a leader: from its host's other ranks (tree_.locals)
   std::shared_ptr<LocalExchange> local_;  // every rank a thread of this process: no sockets
   BootstrapTraffic traffic_;
+  std::mutex mailMutex_;  // one receiver at a time
+  std::map<std::pair<int, int>, std::deque<std::vector<char>>> mail_;  // (from, tag) -> messages come early
 };
 
 }  // namespace loom

@@ -67,7 +67,7 @@ Status FifoProxy::start(PeerExchange& exchange, std::unique_ptr<Provider> provid
   std::vector<std::unique_ptr<SendComm>> sendComms;
   std::vector<std::unique_ptr<RecvComm>> recvComms;
   LOOM_TRY(connectNetComms(exchange, provider.get(), providerError, device, peers, static_cast<int>(laneChannels),
-                           timeoutMs, &sendComms, &recvComms)
+                           kLaneConnectionsTag, timeoutMs, &sendComms, &recvComms)
                .withContext("network lanes of plan kernels"));
 
   std::unique_ptr<FifoProxy> proxy(new FifoProxy());

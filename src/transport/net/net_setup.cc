@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstring>
 
@@ -14,11 +15,9 @@ namespace loom::net {
 
 namespace {
 
-// What each rank tells the others before its handles.
+// What each rank tells a peer before its handles.
 struct RecordHeader {
   char provider[48] = {0};
-  int32_t ok = 0;
-  char error[204] = {0};
 };
 
 void nap(int64_t us) {
@@ -68,58 +67,107 @@ int findDevice(const Provider& provider, const PreferredNic& nic) {
   return -1;
 }
 
+namespace {
+
+// This rank's outcome of a step of the setup, gathered from every rank: 4 bytes each, and the reasons
+// only when some rank failed (every rank then takes part in that second round). So every rank fails
+// at setup, naming the rank that could not set up its network, also ranks that have no network peer
+// in common with it.
+Status agreeOnOutcome(PeerExchange& exchange, const Status& mine) {
+  const int32_t code = mine.code();
+  std::vector<int32_t> codes(static_cast<size_t>(exchange.nranks()));
+  LOOM_TRY(exchange.allGather(&code, codes.data(), sizeof code).withContext("agreeing on the network setup"));
+  const auto failed = std::find_if(codes.begin(), codes.end(), [](int32_t c) { return c != loomSuccess; });
+  if (failed == codes.end()) return Status::Ok();
+  std::array<char, 240> why{};
+  std::snprintf(why.data(), why.size(), "%s", mine.message().c_str());
+  std::vector<std::array<char, 240>> reasons(codes.size());
+  LOOM_TRY(exchange.allGather(why.data(), reasons.data(), why.size()).withContext("agreeing on the network setup"));
+  if (!mine.ok()) return mine;
+  const size_t r = static_cast<size_t>(failed - codes.begin());
+  reasons[r].back() = '\0';
+  return errorStatus(loomRemoteError, "rank {} could not set up its network: {}", r, reasons[r].data());
+}
+
+}  // namespace
+
 Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status& providerError, int device,
-                       const std::vector<bool>& peers, int nch, int64_t timeoutMs,
+                       const std::vector<bool>& peers, int nch, int tag, int64_t timeoutMs,
                        std::vector<std::unique_ptr<SendComm>>* sends, std::vector<std::unique_ptr<RecvComm>>* recvs) {
   const int rank = exchange.rank(), nranks = exchange.nranks();
   const size_t slots = static_cast<size_t>(nranks) * nch;
-  const size_t recordBytes = sizeof(RecordHeader) + slots * kHandleBytes;
-  auto handleAt = [&](char* record, size_t i) { return record + sizeof(RecordHeader) + i * kHandleBytes; };
   sends->clear();
   recvs->clear();
   sends->resize(slots);
   recvs->resize(slots);
 
-  // Listen first: one listen comm per incoming connection, its handle in this rank's record.
+  // Listen first: one listen comm per incoming connection.
   Status local = providerError;
   std::vector<std::unique_ptr<ListenComm>> listens(slots);
-  std::vector<char> mine(recordBytes, 0);
+  std::vector<Handle> listenHandles(slots);
   for (int q = 0; q < nranks && local.ok(); ++q)
     for (int c = 0; peers[q] && c < nch && local.ok(); ++c) {
-      Handle h;
       const size_t i = static_cast<size_t>(q) * nch + c;
-      local = provider->listen(device, &h, &listens[i]);
-      std::memcpy(handleAt(mine.data(), i), h.bytes.data(), kHandleBytes);
+      local = provider->listen(device, &listenHandles[i], &listens[i]);
     }
+
+  // Every rank learns whether every other one could listen, before any waits for a peer's handles: a
+  // rank that failed may not know who counts it as a peer (a rank without FIFOs names none).
+  LOOM_TRY(agreeOnOutcome(exchange, local));
+
+  // Then each network peer gets only what concerns it: this rank's header and the nch handles it
+  // listens on for that peer's connections. (An all-gather of every rank's handles for every peer gave
+  // every rank n x n x nch handles: 0.4 GB per rank in a job of 1024 ranks.) Peers in turn from the
+  // next rank up, so that not every rank connects to the same one first.
   RecordHeader header;
-  if (provider) std::snprintf(header.provider, sizeof header.provider, "%s", provider->name().c_str());
-  header.ok = local.ok() ? 1 : 0;
-  std::snprintf(header.error, sizeof header.error, "%s", local.message().c_str());
-  std::memcpy(mine.data(), &header, sizeof header);
-  std::vector<char> all(recordBytes * nranks);
-  LOOM_TRY(exchange.allGather(mine.data(), all.data(), recordBytes).withContext("exchanging network handles"));
-  LOOM_TRY(local);
-  for (int q = 0; q < nranks; ++q) {
+  std::snprintf(header.provider, sizeof header.provider, "%s", provider->name().c_str());
+  const size_t messageBytes = sizeof header + static_cast<size_t>(nch) * kHandleBytes;
+  std::vector<char> message(messageBytes);
+  Status mine;
+  for (int k = 1; k < nranks; ++k) {
+    const int q = (rank + k) % nranks;
     if (!peers[q]) continue;
-    RecordHeader theirs;
-    std::memcpy(&theirs, all.data() + q * recordBytes, sizeof theirs);
-    theirs.error[sizeof theirs.error - 1] = theirs.provider[sizeof theirs.provider - 1] = '\0';
-    if (!theirs.ok) return errorStatus(loomRemoteError, "rank {} could not set up its network: {}", q, theirs.error);
-    if (provider->name() != theirs.provider)
-      return errorStatus(loomInvalidUsage, "rank {} uses network provider '{}' and this rank '{}' (LOOM_NET must agree)",
-                         q, theirs.provider, provider->name());
+    std::memcpy(message.data(), &header, sizeof header);
+    for (int c = 0; c < nch; ++c)
+      std::memcpy(message.data() + sizeof header + static_cast<size_t>(c) * kHandleBytes,
+                  listenHandles[static_cast<size_t>(q) * nch + c].bytes.data(), kHandleBytes);
+    const Status sent = exchange.sendMessage(q, tag, message.data(), message.size());
+    if (!sent.ok() && mine.ok()) mine = sent.withContext(fmt::format("sending rank {} this rank's network handles", q));
   }
+  std::vector<Handle> connectHandles(slots);
+  for (int k = 1; k < nranks && mine.ok(); ++k) {
+    const int q = (rank + nranks - k) % nranks;
+    if (!peers[q]) continue;
+    std::vector<char> theirs;
+    const Status got = exchange.recvMessage(q, tag, &theirs);
+    if (!got.ok()) {
+      mine = got.withContext(fmt::format("receiving rank {}'s network handles", q));
+      break;
+    }
+    if (theirs.size() != messageBytes) {
+      mine = errorStatus(loomInvalidUsage, "rank {} sent {} bytes of network handles where {} were expected (its "
+                         "channels differ: LOOM_NCHANNELS must agree)", q, theirs.size(), messageBytes);
+      break;
+    }
+    RecordHeader their;
+    std::memcpy(&their, theirs.data(), sizeof their);
+    their.provider[sizeof their.provider - 1] = '\0';
+    if (provider->name() != their.provider) {
+      mine = errorStatus(loomInvalidUsage, "rank {} uses network provider '{}' and this rank '{}' (LOOM_NET must agree)",
+                         q, their.provider, provider->name());
+      break;
+    }
+    for (int c = 0; c < nch; ++c)
+      std::memcpy(connectHandles[static_cast<size_t>(q) * nch + c].bytes.data(),
+                  theirs.data() + sizeof header + static_cast<size_t>(c) * kHandleBytes, kHandleBytes);
+  }
+  // A rank that could not send or receive (a peer gone, providers that differ) says so to all.
+  LOOM_TRY(agreeOnOutcome(exchange, mine));
 
   // Then drive every connect and accept until all are up.
-  std::vector<Handle> connectHandles(slots);
   int missing = 0;
   for (int q = 0; q < nranks; ++q)
-    for (int c = 0; peers[q] && c < nch; ++c) {
-      const size_t i = static_cast<size_t>(q) * nch + c;
-      std::memcpy(connectHandles[i].bytes.data(), handleAt(all.data() + q * recordBytes, static_cast<size_t>(rank) * nch + c),
-                  kHandleBytes);
-      missing += 2;
-    }
+    if (peers[q]) missing += 2 * nch;
   const Deadline deadline = Deadline::afterMs(timeoutMs);
   int64_t napUs = 20;
   while (missing > 0) {
@@ -176,8 +224,8 @@ Status connectNetPeers(PeerExchange& exchange, Provider* provider, const Status&
                        std::vector<std::unique_ptr<RecvConnection>>* recvs) {
   std::vector<std::unique_ptr<SendComm>> sendComms;
   std::vector<std::unique_ptr<RecvComm>> recvComms;
-  LOOM_TRY(connectNetComms(exchange, provider, providerError, device, peers, links.nchannels, links.timeoutMs,
-                           &sendComms, &recvComms));
+  LOOM_TRY(connectNetComms(exchange, provider, providerError, device, peers, links.nchannels, kHostConnectionsTag,
+                           links.timeoutMs, &sendComms, &recvComms));
   for (size_t i = 0; i < sendComms.size(); ++i) {
     if (!sendComms[i]) continue;
     const int peer = static_cast<int>(i / links.nchannels);

@@ -1,8 +1,9 @@
 // Connects one rank to its network peers at communicator init: per (peer, channel) a send connection
-// to the peer and a receive connection from it. Each rank listens once per incoming connection, all
-// ranks exchange their handles (and the name of the provider they use, so that a mismatch is an error
-// naming the rank) with one allGather of the bootstrap, then every connect and accept is driven
-// together until all are up or the deadline passes.
+// to the peer and a receive connection from it. Each rank listens once per incoming connection and
+// sends each network peer the handles it listens on for that peer (and the name of the provider it
+// uses, so that a mismatch is an error naming the rank) in a message of its own (O(n) bytes per rank,
+// not the O(n^2) of an all-gather); every rank then agrees on the outcome (4 bytes each), and every
+// connect and accept is driven together until all are up or the deadline passes.
 #pragma once
 
 #include <memory>
@@ -23,13 +24,19 @@ struct NetLinks {
   int64_t timeoutMs = 0;  // 0: none
 };
 
+// The tags of the handle messages (PeerExchange::sendMessage): the host transports' connections at
+// init, and plan kernels' network lanes at their first device operation.
+inline constexpr int kHostConnectionsTag = 0x4e455400;
+inline constexpr int kLaneConnectionsTag = 0x4e455401;
+
 // The provider's comms both ways to every network peer, per channel: `peers[q]` says whether rank q is
-// reached over the network; on success `sends`/`recvs` (indexed q * nchannels + c) hold one comm each
-// way for every such (q, c), paired (Provider::pairComms). `provider` is null on a rank whose
-// provider failed to start (`providerError`): that rank still takes part in the exchange, so that
-// every rank fails with its error instead of waiting. Collective: every rank calls it.
+// reached over the network (as q says of this rank); on success `sends`/`recvs` (indexed
+// q * nchannels + c) hold one comm each way for every such (q, c), paired (Provider::pairComms).
+// `provider` is null on a rank whose provider failed to start (`providerError`): that rank still takes
+// part in the exchange, so that every rank fails with its error instead of waiting. Collective: every
+// rank calls it, with the same `tag`.
 Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status& providerError, int device,
-                       const std::vector<bool>& peers, int nchannels, int64_t timeoutMs,
+                       const std::vector<bool>& peers, int nchannels, int tag, int64_t timeoutMs,
                        std::vector<std::unique_ptr<SendComm>>* sends, std::vector<std::unique_ptr<RecvComm>>* recvs);
 
 // The same comms as Loom's connections (net_connection.h) for the host executor.
