@@ -18,10 +18,6 @@ class PeerExchange {
   // Every rank contributes `bytes` bytes; `all` receives nranks * bytes, in rank order.
   virtual Status allGather(const void* mine, void* all, size_t bytes) = 0;
   virtual Status barrier() = 0;
-  // A data connection to `peer`, authenticated with the communicator's secret and tagged with `tag`.
-  virtual Status connectData(int peer, int tag, Socket* out) = 0;
-  // The next authenticated incoming data connection, and who made it.
-  virtual Status acceptData(Socket* out, int* fromRank, int* tag) = 0;
   // A setup message to one peer, and the next one from a peer: for exchanges in which each rank needs
   // only its own part of every other rank's (an all-gather would hand every rank all n^2 parts).
   // `tag` names the exchange: a message of another exchange that comes first waits for its own call.

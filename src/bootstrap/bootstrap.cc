@@ -470,15 +470,11 @@ Status Bootstrap::barrierTree(Deadline deadline) {
   return Status::Ok();
 }
 
-Status Bootstrap::connectData(int peer, int tag, Socket* out) { return connectData(peer, tag, opDeadline(), out); }
-
 Status Bootstrap::connectData(int peer, int tag, Deadline deadline, Socket* out) {
   LOOM_TRY(connectTo(table()[static_cast<size_t>(peer)].listenAddress, deadline, abort_, out));
   Hello hello = makeHello(HelloKind::Data, tag);
   return sendAll(*out, &hello, sizeof(hello), deadline, abort_);
 }
-
-Status Bootstrap::acceptData(Socket* out, int* fromRank, int* tag) { return acceptData(opDeadline(), out, fromRank, tag); }
 
 Status Bootstrap::acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag) {
   for (;;) {

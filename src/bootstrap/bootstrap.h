@@ -2,7 +2,8 @@
 // the connections for the small collective exchanges of setup (allGather, barrier): each host's ranks
 // joined to the rank that leads their host, and the leaders joined in a tree (bootstrap_tree.h), or,
 // where every rank is a thread of this process, those exchanges through memory (local_exchange.h).
-// Its listener also accepts the socket transport's data connections, each authenticated by a Hello.
+// Its listener also takes data connections, each authenticated by a Hello: setup messages between two
+// ranks (sendMessage: the network transports' handles) and a shrink's id (core/api/api_elastic.cc).
 #pragma once
 
 #include <deque>
@@ -42,9 +43,8 @@ class Bootstrap final : public PeerExchange {
 
   Status allGather(const void* mine, void* all, size_t bytes) override;
   Status barrier() override;
-  Status connectData(int peer, int tag, Socket* out) override;
-  Status acceptData(Socket* out, int* fromRank, int* tag) override;
-  // The same, by `deadline` instead of the communicator's timeout (a shrink waits as long as the
+  // A data connection to `peer`, authenticated with the communicator's secret and tagged with `tag`,
+  // and the next incoming one with who made it, by `deadline` (a shrink waits as long as the
   // communicator it makes may: core/api/api_elastic.cc).
   Status connectData(int peer, int tag, Deadline deadline, Socket* out);
   Status acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag);

@@ -44,8 +44,11 @@ std::string addressKey(const SocketAddress& a) {
 
 template <class T>
 void append(std::vector<char>* out, const T& value) {
-  const char* p = reinterpret_cast<const char*>(&value);
-  out->insert(out->end(), p, p + sizeof(T));
+  // resize and copy rather than insert(end, p, p + n): GCC 12 warns of an overflow on the insert into
+  // a reserved empty vector (-Wstringop-overflow, a false positive).
+  const size_t at = out->size();
+  out->resize(at + sizeof(T));
+  std::memcpy(out->data() + at, &value, sizeof(T));
 }
 
 }  // namespace

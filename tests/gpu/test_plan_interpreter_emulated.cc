@@ -222,7 +222,9 @@ TEST(PlanInterpreter, ProfiledLanesSayWhereTheirTimeWent) {
         EXPECT_EQ(p.bytes, bytes) << "rank " << r << " lane " << l;
         EXPECT_EQ(p.waitNs + p.dataNs + p.publishNs, p.laneNs) << "the parts cover the lane's time, once each";
         EXPECT_GT(p.dataNs, 0u);
-        if (r == 0) EXPECT_GE(p.waitNs, uint64_t{kLateMs / 2} * 1000000u) << "rank 1 started " << kLateMs << " ms late";
+        if (r == 0) {
+          EXPECT_GE(p.waitNs, uint64_t{kLateMs / 2} * 1000000u) << "rank 1 started " << kLateMs << " ms late";
+        }
       }
     }
   }

@@ -35,8 +35,12 @@ class NetConnection : public ::testing::Test {
     std::unique_ptr<RecvComm> rc;
     const Deadline deadline = Deadline::afterMs(10000);
     while ((!sc || !rc) && !deadline.expired()) {
-      if (!sc) ASSERT_TRUE(provider_->connect(device, &handle, &sc).ok());
-      if (!rc) ASSERT_TRUE(listen->accept(&rc).ok());
+      if (!sc) {
+        ASSERT_TRUE(provider_->connect(device, &handle, &sc).ok());
+      }
+      if (!rc) {
+        ASSERT_TRUE(listen->accept(&rc).ok());
+      }
     }
     ASSERT_TRUE(sc && rc);
     DeviceProperties props;
@@ -146,10 +150,18 @@ TEST(PairedComms, BothDirectionsShareOneControlConnection) {
   std::unique_ptr<RecvComm> bRecv, aRecv;
   const Deadline deadline = Deadline::afterMs(10000);
   while ((!aSend || !bSend || !aRecv || !bRecv) && !deadline.expired()) {
-    if (!aSend) ASSERT_TRUE(a->connect(device, &toB, &aSend).ok());
-    if (!bSend) ASSERT_TRUE(b->connect(device, &toA, &bSend).ok());
-    if (!bRecv) ASSERT_TRUE(listenB->accept(&bRecv).ok());
-    if (!aRecv) ASSERT_TRUE(listenA->accept(&aRecv).ok());
+    if (!aSend) {
+      ASSERT_TRUE(a->connect(device, &toB, &aSend).ok());
+    }
+    if (!bSend) {
+      ASSERT_TRUE(b->connect(device, &toA, &bSend).ok());
+    }
+    if (!bRecv) {
+      ASSERT_TRUE(listenB->accept(&bRecv).ok());
+    }
+    if (!aRecv) {
+      ASSERT_TRUE(listenA->accept(&aRecv).ok());
+    }
   }
   ASSERT_TRUE(aSend && bSend && aRecv && bRecv);
   a->pairComms(*aSend, *aRecv);

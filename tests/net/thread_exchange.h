@@ -15,7 +15,7 @@
 namespace loom {
 
 // A PeerExchange for ranks that are threads of one process: allGather, barrier and messages over
-// memory. The network setup asks for nothing else (data connections are the bootstrap's, unused here).
+// memory: what the network setup asks for.
 class ThreadExchange final : public PeerExchange {
  public:
   struct Shared {
@@ -43,8 +43,6 @@ class ThreadExchange final : public PeerExchange {
     shared_->sync.arrive_and_wait();
     return Status::Ok();
   }
-  Status connectData(int, int, Socket*) override { return internalError("ThreadExchange has no data connections"); }
-  Status acceptData(Socket*, int*, int*) override { return internalError("ThreadExchange has no data connections"); }
   Status sendMessage(int peer, int tag, const void* data, size_t bytes) override {
     const char* in = static_cast<const char*>(data);
     std::lock_guard<std::mutex> lock(shared_->mailMutex);
