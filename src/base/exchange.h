@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/socket.h"
@@ -24,5 +26,14 @@ class PeerExchange {
   virtual Status sendMessage(int peer, int tag, const void* data, size_t bytes) = 0;
   virtual Status recvMessage(int peer, int tag, std::vector<char>* out) = 0;
 };
+
+// A setup step's outcome on every rank: `codes` is every rank's status code from an all-gather that
+// just ran (in rank order), `mine` this rank's status. Ok when every rank succeeded. Otherwise every
+// rank takes part in a second all-gather that carries the reasons (only then: every rank saw the same
+// codes), and gets its own error if it failed, else loomRemoteError "rank R <failed>: <reason>" for the
+// lowest failed rank R. So every rank fails the step naming the rank that caused it, instead of losing
+// the connection to it in the next exchange. `context` names the step for an exchange's own error.
+Status shareFailure(PeerExchange& exchange, const std::vector<int32_t>& codes, const Status& mine,
+                    const std::string& failed, const std::string& context);
 
 }  // namespace loom

@@ -96,10 +96,6 @@ struct Contribution {
   int32_t code = loomSuccess;
 };
 
-struct FailureReason {
-  char text[480] = {};
-};
-
 template <typename Part>
 Status exchangeParts(loomComm* comm, const char* what, const Status& local, const Part& mine, std::vector<Part>* all) {
   Contribution<Part> contribution;
@@ -107,18 +103,9 @@ Status exchangeParts(loomComm* comm, const char* what, const Status& local, cons
   contribution.code = local.code();
   std::vector<Contribution<Part>> gathered(static_cast<size_t>(comm->nranks));
   LOOM_TRY(comm->bootstrap->allGather(&contribution, gathered.data(), sizeof contribution).withContext(what));
-  const auto failed = std::find_if(gathered.begin(), gathered.end(),
-                                   [](const Contribution<Part>& c) { return c.code != loomSuccess; });
-  if (failed != gathered.end()) {
-    // Every rank saw the same failure, so every rank takes part in the round of reasons.
-    FailureReason mineWhy;
-    std::snprintf(mineWhy.text, sizeof mineWhy.text, "%s", local.message().c_str());
-    std::vector<FailureReason> why(static_cast<size_t>(comm->nranks));
-    LOOM_TRY(comm->bootstrap->allGather(&mineWhy, why.data(), sizeof mineWhy).withContext(what));
-    if (!local.ok()) return local;
-    const int r = static_cast<int>(failed - gathered.begin());
-    return errorStatus(loomRemoteError, "rank {} failed its {}: {}", r, what, why[static_cast<size_t>(r)].text);
-  }
+  std::vector<int32_t> codes;
+  for (const Contribution<Part>& c : gathered) codes.push_back(c.code);
+  LOOM_TRY(shareFailure(*comm->bootstrap, codes, local, fmt::format("failed its {}", what), what));
   all->clear();
   for (const Contribution<Part>& c : gathered) all->push_back(c.part);
   return Status::Ok();

@@ -3,7 +3,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cstring>
 
@@ -69,24 +68,14 @@ int findDevice(const Provider& provider, const PreferredNic& nic) {
 
 namespace {
 
-// This rank's outcome of a step of the setup, gathered from every rank: 4 bytes each, and the reasons
-// only when some rank failed (every rank then takes part in that second round). So every rank fails
-// at setup, naming the rank that could not set up its network, also ranks that have no network peer
-// in common with it.
+// This rank's outcome of a step of the setup, gathered from every rank (4 bytes each; the reasons only
+// when some rank failed): every rank fails at setup naming the rank that could not set up its network,
+// also ranks that have no network peer in common with it.
 Status agreeOnOutcome(PeerExchange& exchange, const Status& mine) {
   const int32_t code = mine.code();
   std::vector<int32_t> codes(static_cast<size_t>(exchange.nranks()));
   LOOM_TRY(exchange.allGather(&code, codes.data(), sizeof code).withContext("agreeing on the network setup"));
-  const auto failed = std::find_if(codes.begin(), codes.end(), [](int32_t c) { return c != loomSuccess; });
-  if (failed == codes.end()) return Status::Ok();
-  std::array<char, 240> why{};
-  std::snprintf(why.data(), why.size(), "%s", mine.message().c_str());
-  std::vector<std::array<char, 240>> reasons(codes.size());
-  LOOM_TRY(exchange.allGather(why.data(), reasons.data(), why.size()).withContext("agreeing on the network setup"));
-  if (!mine.ok()) return mine;
-  const size_t r = static_cast<size_t>(failed - codes.begin());
-  reasons[r].back() = '\0';
-  return errorStatus(loomRemoteError, "rank {} could not set up its network: {}", r, reasons[r].data());
+  return shareFailure(exchange, codes, mine, "could not set up its network", "agreeing on the network setup");
 }
 
 }  // namespace
@@ -123,11 +112,11 @@ Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status&
   std::snprintf(header.provider, sizeof header.provider, "%s", provider->name().c_str());
   const size_t messageBytes = sizeof header + static_cast<size_t>(nch) * kHandleBytes;
   std::vector<char> message(messageBytes);
+  std::memcpy(message.data(), &header, sizeof header);
   Status mine;
   for (int k = 1; k < nranks; ++k) {
     const int q = (rank + k) % nranks;
     if (!peers[q]) continue;
-    std::memcpy(message.data(), &header, sizeof header);
     for (int c = 0; c < nch; ++c)
       std::memcpy(message.data() + sizeof header + static_cast<size_t>(c) * kHandleBytes,
                   listenHandles[static_cast<size_t>(q) * nch + c].bytes.data(), kHandleBytes);
