@@ -46,7 +46,7 @@ std::vector<int> channelCandidates(const TuneRequest& req) {
 int sizeClass(uint64_t bytes) { return bytes <= 1 ? 0 : std::bit_width(bytes - 1); }
 
 Tuner::Tuner(const MachineModel& machine, std::vector<std::vector<int>> rings)
-    : cost_(machine), rings_(std::make_shared<const std::vector<std::vector<int>>>(std::move(rings))) {}
+    : Tuner(machine, std::make_shared<const std::vector<std::vector<int>>>(std::move(rings))) {}
 
 Tuner::Tuner(const MachineModel& machine, std::shared_ptr<const std::vector<std::vector<int>>> rings)
     : cost_(machine), rings_(rings ? std::move(rings) : std::make_shared<const std::vector<std::vector<int>>>()) {}

@@ -49,13 +49,6 @@ class LazySlots {
     delete slots_[i].exchange(object.release(), std::memory_order_acq_rel);
   }
 
-  // How many slots hold an object (a scan: for reports, not for the data path).
-  size_t made() const {
-    size_t n = 0;
-    for (size_t i = 0; i < size_; ++i) n += get(i) != nullptr;
-    return n;
-  }
-
   // Deletes every object; the slots stay, empty. No reader may be using one. (A load before each
   // exchange: most slots are empty, and a locked exchange of each was O(n) locked instructions.)
   void clear() {

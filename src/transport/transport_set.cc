@@ -115,13 +115,19 @@ Status TransportSet::create(PeerExchange& exchange, const std::vector<ProcessIde
   return Status::Ok();
 }
 
-int TransportSet::openNetConnections() const {
-  int open = 0;
+int TransportSet::madeConnections(bool (*which)(TransportKind)) const {
+  int made = 0;
   for (int p = 0; p < nranks_; ++p)
-    if (kinds_[p] == TransportKind::Net)
-      for (int c = 0; c < channels_; ++c) open += (sends_.get(index(p, c)) ? 1 : 0) + (recvs_.get(index(p, c)) ? 1 : 0);
-  return open;
+    if (which(kinds_[p]))
+      for (int c = 0; c < channels_; ++c) made += (sends_.get(index(p, c)) ? 1 : 0) + (recvs_.get(index(p, c)) ? 1 : 0);
+  return made;
 }
+
+int TransportSet::openNetConnections() const {
+  return madeConnections([](TransportKind k) { return k == TransportKind::Net; });
+}
+
+int TransportSet::madeMemoryConnections() const { return madeConnections(isMemory); }
 
 Status TransportSet::setupMemory(PeerExchange& exchange) {
   std::vector<int> mine = memoryPeersOf(rank_);
@@ -168,7 +174,7 @@ Status TransportSet::setupMemory(PeerExchange& exchange) {
 }
 
 std::unique_ptr<SendConnection> TransportSet::makeMemorySend(int peer, int channel) const {
-  if (memoryIndex_.empty() || memoryIndex_[static_cast<size_t>(peer)] < 0) return nullptr;
+  if (memoryIndex_[static_cast<size_t>(peer)] < 0) return nullptr;  // itself, or a network peer
   Segment& theirs = *peerSegments_[static_cast<size_t>(peer)];
   const SegmentLayout their{memoryPeers_ * channels_, options_.nslots, options_.slotBytes};
   const size_t fifo = (hostRanksBelow_ - (peer < rank_ ? 1 : 0)) * channels_ + channel;
@@ -178,21 +184,13 @@ std::unique_ptr<SendConnection> TransportSet::makeMemorySend(int peer, int chann
 }
 
 std::unique_ptr<RecvConnection> TransportSet::makeMemoryRecv(int peer, int channel) const {
-  if (memoryIndex_.empty() || memoryIndex_[static_cast<size_t>(peer)] < 0) return nullptr;
+  if (memoryIndex_[static_cast<size_t>(peer)] < 0) return nullptr;  // itself, or a network peer
   Segment& theirs = *peerSegments_[static_cast<size_t>(peer)];
   const SegmentLayout layout{memoryPeers_ * channels_, options_.nslots, options_.slotBytes};
   const size_t fifo = static_cast<size_t>(memoryIndex_[static_cast<size_t>(peer)]) * channels_ + channel;
   const FifoView in{reinterpret_cast<FifoControl*>(own_->base() + layout.controlOffset(fifo)),
                     own_->base() + layout.slotsOffset(fifo), options_.nslots, options_.slotBytes};
   return std::make_unique<MemoryRecvConnection>(in, &theirs.header()->bell, peer);
-}
-
-int TransportSet::madeMemoryConnections() const {
-  int made = 0;
-  for (int p = 0; p < nranks_; ++p)
-    if (isMemory(kinds_[p]))
-      for (int c = 0; c < channels_; ++c) made += (sends_.get(index(p, c)) ? 1 : 0) + (recvs_.get(index(p, c)) ? 1 : 0);
-  return made;
 }
 
 Status TransportSet::chooseNetDevice(const net::Provider& provider, int* device) const {

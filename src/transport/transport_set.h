@@ -64,14 +64,10 @@ class TransportSet {
   // setup; a memory peer's are made on first use (its segment is mapped at setup, so no peer takes
   // part): a plan reaches a few peers, and objects for all of them cost a rank O(n) at init.
   SendConnection* send(int peer, int channel) const {
-    const size_t i = index(peer, channel);
-    if (SendConnection* c = sends_.get(i)) return c;
-    return sends_.getOrMake(i, [&] { return makeMemorySend(peer, channel); });
+    return sends_.getOrMake(index(peer, channel), [&] { return makeMemorySend(peer, channel); });
   }
   RecvConnection* recv(int peer, int channel) const {
-    const size_t i = index(peer, channel);
-    if (RecvConnection* c = recvs_.get(i)) return c;
-    return recvs_.getOrMake(i, [&] { return makeMemoryRecv(peer, channel); });
+    return recvs_.getOrMake(index(peer, channel), [&] { return makeMemoryRecv(peer, channel); });
   }
   TransportKind kind(int peer) const { return kinds_[peer]; }
   // The network connections open (a send or a receive comm per net peer and channel).
@@ -158,6 +154,8 @@ class TransportSet {
   Status chooseGdr(const net::DeviceProperties& props);
   PeerNotice segmentNotice(int peer) const;  // a memory peer's failure record
   std::vector<net::NetSendConnection*> netSends() const;
+  // The connections made so far (a send or a receive per channel) to the peers of the kinds `which` takes.
+  int madeConnections(bool (*which)(TransportKind)) const;
   std::vector<int> memoryPeersOf(int rank) const;
 
   int rank_ = 0;
