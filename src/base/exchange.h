@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "base/socket.h"
 #include "base/status.h"
 
 namespace loom {
@@ -25,6 +24,15 @@ class PeerExchange {
   // `tag` names the exchange: a message of another exchange that comes first waits for its own call.
   virtual Status sendMessage(int peer, int tag, const void* data, size_t bytes) = 0;
   virtual Status recvMessage(int peer, int tag, std::vector<char>* out) = 0;
+  // Without waiting: the ranks whose messages with `tag` arrived and were not taken yet, in rank order
+  // (connections made on first use answer peers that asked first: transport/net/net_pairing.h).
+  virtual Status arrivedFrom(int tag, std::vector<int>* senders) = 0;
+  // The same short message to each of `peers` at once, as far as each can be reached within
+  // `withinMs` (a failing rank's notice: peers that cannot be reached are passed over, not waited for).
+  virtual void tellEach(const std::vector<int>& peers, int tag, const void* data, size_t bytes, int64_t withinMs) = 0;
+  // Whether `peer`'s process is still there to answer (Ok), or loomRemoteError saying it is gone; a
+  // peer on another host that stopped answering altogether is only found by a timeout.
+  virtual Status probePeer(int peer) = 0;
 };
 
 // A setup step's outcome on every rank: `codes` is every rank's status code from an all-gather that

@@ -153,6 +153,13 @@ NcclTranslation debugSubsystems(std::string_view text) {
   return {fmt::format("{}{}", exclude ? "^" : "", fmt::join(mapped, ",")), ""};
 }
 
+// NCCL_RUNTIME_CONNECT: 1 (NCCL's default) connects on first use, 0 at init.
+NcclTranslation runtimeConnect(std::string_view text) {
+  if (text == "1") return {"lazy", ""};
+  if (text == "0") return {"eager", ""};
+  return {"", fmt::format("'{}' is neither 0 nor 1", text)};
+}
+
 }  // namespace
 
 NcclTranslation translateNcclValue(Setting setting, std::string_view ncclText) {
@@ -161,6 +168,7 @@ NcclTranslation translateNcclValue(Setting setting, std::string_view ncclText) {
     case Setting::DeviceLlBytes: return protocol(ncclText);
     case Setting::Debug: return debugLevel(ncclText);
     case Setting::DebugSubsys: return debugSubsystems(ncclText);
+    case Setting::NetConnect: return runtimeConnect(ncclText);
     default: return {std::string(ncclText), ""};
   }
 }

@@ -241,6 +241,27 @@ Status connectTo(const SocketAddress& addr, Deadline deadline, const AbortFlag* 
   }
 }
 
+Status startConnect(const SocketAddress& addr, Socket* out) {
+  Socket s(::socket(addr.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return systemError("socket: {}", std::strerror(errno));
+  LOOM_TRY(s.setNonBlocking(true));
+  socklen_t len = 0;
+  sockaddr_storage ss = addr.toSockaddr(&len);
+  if (::connect(s.fd(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
+    return systemError("connect to {}: {}", addr.toString(), std::strerror(errno));
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status connectOutcome(const Socket& s, const SocketAddress& addr) {
+  int err = 0;
+  socklen_t errLen = sizeof(err);
+  if (getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &errLen) != 0) err = errno;
+  if (err != 0) return systemError("connect to {}: {}", addr.toString(), std::strerror(err));
+  tuneSocket(s.fd());
+  return Status::Ok();
+}
+
 Status acceptOne(const Socket& listener, Deadline deadline, const AbortFlag* abort, Socket* out) {
   for (;;) {
     LOOM_TRY(waitFd(listener.fd(), POLLIN, deadline, abort, "accept"));

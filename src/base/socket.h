@@ -83,6 +83,10 @@ Status listenOn(const SocketAddress& bindAddr, Socket* listener, SocketAddress* 
 // `retryRefused` is false (a listener that was up: refused means its process is gone).
 Status connectTo(const SocketAddress& addr, Deadline deadline, const AbortFlag* abort, Socket* out,
                  bool retryRefused = true);
+// A connection started without waiting for it (for loops that reach many peers at once): writable
+// (poll POLLOUT) once it is up or failed; connectOutcome says which.
+Status startConnect(const SocketAddress& addr, Socket* out);
+Status connectOutcome(const Socket& s, const SocketAddress& addr);
 // Waits for one incoming connection; loomTimeout / loomRemoteError(aborted) when it does not come.
 Status acceptOne(const Socket& listener, Deadline deadline, const AbortFlag* abort, Socket* out);
 

@@ -470,12 +470,6 @@ Status Bootstrap::barrierTree(Deadline deadline) {
   return Status::Ok();
 }
 
-Status Bootstrap::connectData(int peer, int tag, Deadline deadline, Socket* out) {
-  LOOM_TRY(connectTo(table()[static_cast<size_t>(peer)].listenAddress, deadline, abort_, out));
-  Hello hello = makeHello(HelloKind::Data, tag);
-  return sendAll(*out, &hello, sizeof(hello), deadline, abort_);
-}
-
 Status Bootstrap::acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag) {
   for (;;) {
     Hello hello;
@@ -491,19 +485,42 @@ Status Bootstrap::acceptData(Deadline deadline, Socket* out, int* fromRank, int*
 }
 
 Status Bootstrap::sendMessage(int peer, int tag, const void* data, size_t bytes) {
-  const Deadline deadline = opDeadline();
+  return sendMessage(peer, tag, data, bytes, opDeadline());
+}
+
+Status Bootstrap::sendMessage(int peer, int tag, const void* data, size_t bytes, Deadline deadline) {
   Socket s;
-  LOOM_TRY(connectData(peer, tag, deadline, &s));
+  // Every rank listened before it joined the table: a refusal means its process is gone.
+  LOOM_TRY(connectTo(table()[static_cast<size_t>(peer)].listenAddress, deadline, abort_, &s, false)
+               .withContext(fmt::format("a message to rank {}", peer)));
+  const Hello hello = makeHello(HelloKind::Data, tag);
   const uint64_t length = bytes;
+  LOOM_TRY(sendAll(s, &hello, sizeof hello, deadline, abort_));
   LOOM_TRY(sendAll(s, &length, sizeof length, deadline, abort_));
   LOOM_TRY(sendAll(s, data, bytes, deadline, abort_));
   traffic_.bytesSent += sizeof(Hello) + sizeof length + bytes;
   return Status::Ok();
 }
 
+Status Bootstrap::keepMessage(const Socket& s, int from, int tag, Deadline deadline) {
+  uint64_t length = 0;
+  LOOM_TRY(recvAll(s, &length, sizeof length, deadline, abort_).withContext(fmt::format("a message from rank {}", from)));
+  if (length > kMaxFrameBytes)
+    return errorStatus(loomInternalError, "rank {} sent a setup message of {} bytes (at most {})", from, length,
+                       kMaxFrameBytes);
+  std::vector<char> message(length);
+  LOOM_TRY(recvAll(s, message.data(), length, deadline, abort_).withContext(fmt::format("a message from rank {}", from)));
+  traffic_.bytesReceived += sizeof length + length;
+  if (tag != kProbeTag) mail_[{from, tag}].push_back(std::move(message));
+  return Status::Ok();
+}
+
 Status Bootstrap::recvMessage(int peer, int tag, std::vector<char>* out) {
+  return recvMessage(peer, tag, out, opDeadline());
+}
+
+Status Bootstrap::recvMessage(int peer, int tag, std::vector<char>* out, Deadline deadline) {
   std::lock_guard<std::mutex> lock(mailMutex_);
-  const Deadline deadline = opDeadline();
   for (;;) {
     auto kept = mail_.find({peer, tag});
     if (kept != mail_.end() && !kept->second.empty()) {
@@ -515,16 +532,97 @@ Status Bootstrap::recvMessage(int peer, int tag, std::vector<char>* out) {
     int from = -1, gotTag = 0;
     LOOM_TRY(acceptData(deadline, &s, &from, &gotTag)
                  .withContext(fmt::format("waiting for a message (tag {:#x}) from rank {}", tag, peer)));
-    uint64_t length = 0;
-    LOOM_TRY(recvAll(s, &length, sizeof length, deadline, abort_).withContext(fmt::format("a message from rank {}", from)));
-    if (length > kMaxFrameBytes)
-      return errorStatus(loomInternalError, "rank {} sent a setup message of {} bytes (at most {})", from, length,
-                         kMaxFrameBytes);
-    std::vector<char> message(length);
-    LOOM_TRY(recvAll(s, message.data(), length, deadline, abort_).withContext(fmt::format("a message from rank {}", from)));
-    traffic_.bytesReceived += sizeof length + length;
-    mail_[{from, gotTag}].push_back(std::move(message));
+    LOOM_TRY(keepMessage(s, from, gotTag, deadline));
   }
+}
+
+Status Bootstrap::takeArrivedMessages() {
+  for (;;) {
+    pollfd pfd{listener_.fd(), POLLIN, 0};
+    if (::poll(&pfd, 1, 0) <= 0 || !(pfd.revents & POLLIN)) return Status::Ok();
+    // A sender writes its whole message right after connecting: it comes within the hello's time.
+    const Deadline deadline = Deadline::afterMs(kHelloTimeoutMs);
+    Socket s;
+    Hello hello;
+    bool dropped = false;
+    LOOM_TRY(acceptOneHello(HelloKind::Data, deadline, &s, &hello, &dropped));
+    if (dropped) continue;
+    if (hello.rank < 0 || hello.rank >= nranks_ || hello.rank == rank_) {
+      LOOM_WARN(Boot, "rank {}: dropped a data connection claiming rank {}", rank_, hello.rank);
+      continue;
+    }
+    LOOM_TRY(keepMessage(s, hello.rank, hello.tag, deadline));
+  }
+}
+
+Status Bootstrap::arrivedFrom(int tag, std::vector<int>* senders) {
+  std::lock_guard<std::mutex> lock(mailMutex_);
+  senders->clear();
+  LOOM_TRY(takeArrivedMessages());
+  for (const auto& [key, messages] : mail_)
+    if (key.second == tag && !messages.empty()) senders->push_back(key.first);
+  return Status::Ok();
+}
+
+void Bootstrap::tellEach(const std::vector<int>& peers, int tag, const void* data, size_t bytes, int64_t withinMs) {
+  // Every connection started at once, each message written as its connection comes up: a peer that
+  // cannot be reached (a cut link) costs the others nothing, and all of them at most `withinMs`.
+  struct Outgoing {
+    int peer;
+    Socket socket;
+    std::vector<char> bytes;  // the hello, the length and the message
+    size_t sent = 0;
+    bool connected = false;
+  };
+  const Hello hello = makeHello(HelloKind::Data, tag);
+  const uint64_t length = bytes;
+  std::vector<Outgoing> out;
+  for (int peer : peers) {
+    Outgoing o{peer, Socket(), {}, 0, false};
+    if (!startConnect(table()[static_cast<size_t>(peer)].listenAddress, &o.socket).ok()) continue;
+    o.bytes.resize(sizeof hello + sizeof length + bytes);
+    std::memcpy(o.bytes.data(), &hello, sizeof hello);
+    std::memcpy(o.bytes.data() + sizeof hello, &length, sizeof length);
+    if (bytes) std::memcpy(o.bytes.data() + sizeof hello + sizeof length, data, bytes);
+    out.push_back(std::move(o));
+  }
+  const Deadline deadline = Deadline::afterMs(withinMs);
+  while (!out.empty() && !deadline.expired()) {
+    std::vector<pollfd> fds;
+    for (const Outgoing& o : out) fds.push_back(pollfd{o.socket.fd(), POLLOUT, 0});
+    if (::poll(fds.data(), fds.size(), std::max(1, deadline.remainingMs(100))) <= 0) continue;
+    for (size_t i = out.size(); i-- > 0;) {
+      Outgoing& o = out[i];
+      if (!fds[i].revents) continue;
+      bool finished = false;
+      if (!o.connected) {
+        o.connected = connectOutcome(o.socket, table()[static_cast<size_t>(o.peer)].listenAddress).ok();
+        finished = !o.connected;  // refused: its process is gone, nobody to tell
+      }
+      if (o.connected) {
+        size_t moved = 0;
+        finished = !sendSome(o.socket, o.bytes.data() + o.sent, o.bytes.size() - o.sent, &moved).ok();
+        o.sent += moved;
+        if (o.sent == o.bytes.size()) {
+          traffic_.bytesSent += o.bytes.size();
+          finished = true;
+        }
+      }
+      if (finished) {
+        out[i] = std::move(out.back());
+        out.pop_back();
+      }
+    }
+  }
+  for (const Outgoing& o : out) LOOM_INFO(Boot, "rank {}: could not tell rank {} within {} ms", rank_, o.peer, withinMs);
+}
+
+Status Bootstrap::probePeer(int peer) {
+  // An empty message under a tag nobody receives: the peer drops it when it next takes its mail.
+  const Status st = sendMessage(peer, kProbeTag, nullptr, 0, Deadline::afterMs(kHelloTimeoutMs));
+  if (st.ok() || st.code() == loomTimeout) return Status::Ok();  // a timeout: busy, or far; not known gone
+  return errorStatus(loomRemoteError, "rank {} is gone (its bootstrap listener refuses connections: {})", peer,
+                     st.message());
 }
 
 }  // namespace loom

@@ -2,8 +2,8 @@
 // the connections for the small collective exchanges of setup (allGather, barrier): each host's ranks
 // joined to the rank that leads their host, and the leaders joined in a tree (bootstrap_tree.h), or,
 // where every rank is a thread of this process, those exchanges through memory (local_exchange.h).
-// Its listener also takes data connections, each authenticated by a Hello: setup messages between two
-// ranks (sendMessage: the network transports' handles) and a shrink's id (core/api/api_elastic.cc).
+// Its listener also takes data connections, each authenticated by a Hello: messages between two ranks
+// (sendMessage: the network transports' handles, at setup or on first use; a shrink's id).
 #pragma once
 
 #include <deque>
@@ -43,16 +43,19 @@ class Bootstrap final : public PeerExchange {
 
   Status allGather(const void* mine, void* all, size_t bytes) override;
   Status barrier() override;
-  // A data connection to `peer`, authenticated with the communicator's secret and tagged with `tag`,
-  // and the next incoming one with who made it, by `deadline` (a shrink waits as long as the
-  // communicator it makes may: core/api/api_elastic.cc).
-  Status connectData(int peer, int tag, Deadline deadline, Socket* out);
-  Status acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag);
   // Each message on a data connection of its own (a Hello with the tag, then its length and bytes),
   // so that a peer's sends never wait for this rank's receives; one that arrives before its receive is
   // kept (`mail_`).
   Status sendMessage(int peer, int tag, const void* data, size_t bytes) override;
   Status recvMessage(int peer, int tag, std::vector<char>* out) override;
+  // As above, by `deadline` (a shrink waits as long as the communicator it makes may).
+  Status sendMessage(int peer, int tag, const void* data, size_t bytes, Deadline deadline);
+  Status recvMessage(int peer, int tag, std::vector<char>* out, Deadline deadline);
+  Status arrivedFrom(int tag, std::vector<int>* senders) override;
+  void tellEach(const std::vector<int>& peers, int tag, const void* data, size_t bytes, int64_t withinMs) override;
+  // A data connection to the peer's listener, closed at once: refused when its process is gone (the
+  // listener was up before the peer joined the table).
+  Status probePeer(int peer) override;
 
  private:
   Bootstrap() = default;
@@ -103,6 +106,14 @@ class Bootstrap final : public PeerExchange {
   std::vector<Socket> locals_;    // a leader: from its host's other ranks (tree_.locals)
   std::shared_ptr<LocalExchange> local_;  // every rank a thread of this process: no sockets
   BootstrapTraffic traffic_;
+  // The next incoming data connection (authenticated with the communicator's secret) with who made it
+  // and its tag, by `deadline`.
+  Status acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag);
+  // Takes in the messages whose connections wait on the listener now, without waiting for more.
+  Status takeArrivedMessages();
+  // Reads one message (its length and bytes) from a data connection and keeps it in `mail_`.
+  Status keepMessage(const Socket& s, int from, int tag, Deadline deadline);
+
   std::mutex mailMutex_;  // one receiver at a time
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> mail_;  // (from, tag) -> messages come early
 };

@@ -36,7 +36,7 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   // of any of these (base/settings.def says what each allows).
   LOOM_TRY(checkSettingsFiles());
   for (Setting checked : {Setting::TimeoutMs, Setting::ChunkBytes, Setting::NChannels, Setting::FifoSlots,
-                          Setting::Transport, Setting::RanksPerNode})
+                          Setting::Transport, Setting::RanksPerNode, Setting::NetConnect})
     LOOM_TRY(checkSetting(checked));
   // LOOM_ALGO's rules are text the table cannot check: their parser refuses a bad piece, naming it.
   const std::string algo = settingText(Setting::Algo);
@@ -47,7 +47,7 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
                .withContext(from == "environment" || from == "default" ? named : from + ": " + named));
   for (Setting used : {Setting::TimeoutMs, Setting::ChunkBytes, Setting::NChannels, Setting::FifoSlots,
                        Setting::Transport, Setting::Check, Setting::Algo, Setting::RanksPerNode, Setting::Verify,
-                       Setting::Net, Setting::SocketIfname, Setting::NetDirect})
+                       Setting::Net, Setting::SocketIfname, Setting::NetDirect, Setting::NetConnect})
     s.origins.push_back(originOf(used));
   s.timeoutMs = settingInt(Setting::TimeoutMs);
   // Two channels of 128 KiB slots: the shared memory of one channel of 256 KiB slots, and the tuner
@@ -56,6 +56,7 @@ Status readCommSettings(const loomConfig_t* config, CommSettings* out) {
   s.nchannels = static_cast<int>(settingInt(Setting::NChannels));
   s.nslots = static_cast<size_t>(settingInt(Setting::FifoSlots));
   s.forcedTransport = settingChoice(Setting::Transport);
+  s.netConnectEager = settingChoice(Setting::NetConnect) == "eager";
   s.checkSignatures = settingFlag(Setting::Check);
   if (settingIsSet(Setting::ChunkBytes)) s.forcedChunkBytes = s.chunkBytes;
   if (settingIsSet(Setting::NChannels)) s.forcedChannels = s.nchannels;
@@ -153,6 +154,7 @@ Status initCommunicator(loomComm* comm, int nranks, const loomUniqueId& id, int 
   if (comm->cudaDevice >= 0 && mayUseNet)
     options.cudaDmabuf = device::dmabufExportable(comm->cudaDevice, &options.cudaDmabufWhy);
   options.netDirect = settingFlag(Setting::NetDirect);
+  options.netConnectEager = comm->settings.netConnectEager;
   options.timeoutMs = comm->settings.timeoutMs;
   LOOM_TRY(TransportSet::create(*comm->bootstrap, peers, options, &comm->transports)
                .withContext(comm->describe() + ": transport setup"));

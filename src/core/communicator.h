@@ -45,6 +45,7 @@ struct CommSettings {
   int nchannels = 2;
   size_t nslots = 4;
   std::string forcedTransport;
+  bool netConnectEager = false;  // LOOM_NET_CONNECT=eager: every network connection at init
   bool blocking = true;
   bool checkSignatures = false;  // LOOM_CHECK
   // What the user forced on the tuner (unset/0: tuned). chunkBytes above is the transports' slot

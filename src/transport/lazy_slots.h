@@ -43,8 +43,8 @@ class LazySlots {
     return fresh;
   }
 
-  // Puts an object made elsewhere (at setup) in an empty slot.
-  void put(size_t i, std::unique_ptr<T> object) {
+  // Puts an object made elsewhere (at setup, or by a handshake with a peer) in an empty slot.
+  void put(size_t i, std::unique_ptr<T> object) const {
     std::lock_guard<std::mutex> lock(mutex_);
     delete slots_[i].exchange(object.release(), std::memory_order_acq_rel);
   }

@@ -47,6 +47,10 @@ bool isMemory(TransportKind k) { return k == TransportKind::Local || k == Transp
 }  // namespace
 
 void TransportSet::close() {
+  {
+    std::lock_guard<std::mutex> lock(pairingMutex_);
+    pairing_.reset();  // its half-made comms use the provider
+  }
   recvs_.clear();
   sends_.clear();
   netProvider_.reset();
@@ -227,12 +231,23 @@ Status TransportSet::setupNet(PeerExchange& exchange) {
   if (providerError.ok()) providerError = netProvider_->deviceProperties(device, &props);
   if (providerError.ok() && options_.cudaDevice >= 0) providerError = chooseGdr(props);
   if (!providerError.ok()) netProvider_.reset();
+  exchange_ = &exchange;
   net::NetLinks links;
   links.nchannels = channels_;
   links.nslots = options_.nslots;
   links.slotBytes = options_.slotBytes;
   links.direct = options_.netDirect ? net::directModeFor(props) : net::DirectMode::None;
   links.timeoutMs = options_.timeoutMs;
+  if (!options_.netConnectEager) {
+    // Connections on first use: every rank only agrees here that each one's provider started, so that
+    // a rank whose provider failed is named at init by all, not later by the peers that reach it.
+    LOOM_TRY(net::agreeOnNetOutcome(exchange, providerError));
+    pairing_ = std::make_unique<net::NetPairing>(&exchange, netProvider_.get(), device, links, &netCounters_);
+    LOOM_INFO(Net, "rank {}: network provider {} on device {} ({} Mb/s), sends {}; connections made on first use",
+              rank_, netProvider_->name(), props.name, props.speedMbps,
+              links.direct == net::DirectMode::None ? "through slots" : "straight from buffers");
+    return Status::Ok();
+  }
   std::vector<bool> netPeers(nranks_);
   for (int p = 0; p < nranks_; ++p) netPeers[p] = kinds_[p] == TransportKind::Net;
   std::vector<std::unique_ptr<SendConnection>> sends(sends_.size());
@@ -245,6 +260,42 @@ Status TransportSet::setupNet(PeerExchange& exchange) {
   }
   LOOM_INFO(Net, "rank {}: network provider {} on device {} ({} Mb/s), sends {}", rank_, netProvider_->name(),
             props.name, props.speedMbps, links.direct == net::DirectMode::None ? "through slots" : "straight from buffers");
+  return Status::Ok();
+}
+
+void TransportSet::putNetConnections(int peer, net::NetPairing::Connections made) const {
+  for (int c = 0; c < channels_; ++c) recvs_.put(index(peer, c), std::move(made.recvs[static_cast<size_t>(c)]));
+  for (int c = 0; c < channels_; ++c) sends_.put(index(peer, c), std::move(made.sends[static_cast<size_t>(c)]));
+}
+
+Status TransportSet::connectNet(int peer, bool* up) const {
+  *up = netConnected(peer);
+  if (*up) return Status::Ok();
+  std::lock_guard<std::mutex> lock(pairingMutex_);
+  if (!pairing_) return internalError("{}: no network connection and none to make", describePeer(peer));
+  net::NetPairing::Connections made;
+  LOOM_TRY(pairing_->advance(peer, &made, up).withContext(describePeer(peer)));
+  if (!made.sends.empty()) putNetConnections(peer, std::move(made));
+  return Status::Ok();
+}
+
+Status TransportSet::probeNetPeer(int peer) const {
+  if (!exchange_) return Status::Ok();
+  return exchange_->probePeer(peer).withContext(describePeer(peer));
+}
+
+Status TransportSet::answerNetPeers() const {
+  std::lock_guard<std::mutex> lock(pairingMutex_);
+  if (!pairing_) return Status::Ok();
+  std::vector<int> asked;
+  LOOM_TRY(pairing_->peersToAnswer(&asked));
+  for (int peer : asked) {
+    if (peer < 0 || peer >= nranks_ || kinds_[peer] != TransportKind::Net) continue;  // not a network peer: ignored
+    net::NetPairing::Connections made;
+    bool up = false;
+    LOOM_TRY(pairing_->advance(peer, &made, &up).withContext(describePeer(peer)));
+    if (!made.sends.empty()) putNetConnections(peer, std::move(made));
+  }
   return Status::Ok();
 }
 
@@ -286,6 +337,12 @@ Status TransportSet::noticeError(int peer, const PeerNotice& notice) const {
 Status TransportSet::peerRecordedFailure(int peer) const { return noticeError(peer, segmentNotice(peer)); }
 
 Status TransportSet::peerHealth(int peer) const {
+  if (kinds_[peer] == TransportKind::Net && !recvs_.get(index(peer, 0))) {
+    // Not connected yet: while this rank waits for the peer's answer, a refused probe says it is gone.
+    std::lock_guard<std::mutex> lock(pairingMutex_);
+    if (!pairing_ || !pairing_->pending(peer)) return Status::Ok();
+    return probeNetPeer(peer);
+  }
   if (kinds_[peer] == TransportKind::Net) {
     // A peer that closed normally said so behind its last message on every connection; the goodbye
     // on one can arrive while another still carries its data (a large send on the point-to-point
@@ -316,8 +373,15 @@ TransportSet::PeerNotice TransportSet::peerNotice(int peer) const {
   PeerNotice n;
   if (peer == rank_) return n;
   if (kinds_[peer] != TransportKind::Net) return segmentNotice(peer);
+  if (!recvs_.get(index(peer, 0))) {
+    // Not connected (connections on first use): a notice comes through the bootstrap, if at all.
+    std::lock_guard<std::mutex> lock(pairingMutex_);
+    if (pairing_) n.failed = pairing_->notice(peer, &n.waitsOn, &n.reason);
+    return n;
+  }
   for (int c = 0; c < channels_ && !n.failed; ++c)
-    n.failed = static_cast<net::NetRecvConnection*>(recvs_.get(index(peer, c)))->notice(&n.waitsOn, &n.reason);
+    if (RecvConnection* r = recvs_.get(index(peer, c)))  // none yet: not connected
+      n.failed = static_cast<net::NetRecvConnection*>(r)->notice(&n.waitsOn, &n.reason);
   return n;
 }
 
@@ -371,6 +435,17 @@ void TransportSet::closeNet(int64_t maxWaitMs) {
 
 void TransportSet::markFailed(const std::string& reason, bool notifyNet, int waitsOn) {
   if (notifyNet && hasNetPeers_) {
+    {
+      // The network peers without connections (made on first use) hear it through the bootstrap: those
+      // waiting for this rank's answer, and those looking for who stopped.
+      std::lock_guard<std::mutex> lock(pairingMutex_);
+      if (pairing_) {
+        std::vector<int> unconnected;
+        for (int p = 0; p < nranks_; ++p)
+          if (!netConnected(p)) unconnected.push_back(p);
+        pairing_->abandon(reason, waitsOn, unconnected);
+      }
+    }
     // Every peer at once: one bounded drain for all notices, not one per connection.
     const std::vector<net::NetSendConnection*> connections = netSends();
     for (net::NetSendConnection* c : connections) c->postNotice(reason, waitsOn);

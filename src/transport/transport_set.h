@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "transport/net/fifo_proxy.h"
 #include "transport/net/gdr_choice.h"
 #include "transport/net/net_connection.h"
+#include "transport/net/net_pairing.h"
 #include "transport/net/net_setup.h"
 #include "transport/net/provider.h"
 #include "transport/segment.h"
@@ -44,6 +46,7 @@ struct TransportOptions {
   bool cudaDmabuf = false;
   std::string cudaDmabufWhy;
   int64_t timeoutMs = 0;    // connection setup (0: none)
+  bool netConnectEager = false;  // LOOM_NET_CONNECT=eager: every network connection at setup
   // Called on this rank's FIFO memory before anything touches it: the communicator places it on the
   // rank's NUMA node (topology/numa_binding.h); unset leaves it where it is first touched.
   std::function<void(void*, size_t)> placeMemory;
@@ -60,9 +63,9 @@ class TransportSet {
   static Status create(PeerExchange& exchange, const std::vector<ProcessIdentity>& peers,
                        const TransportOptions& options, std::unique_ptr<TransportSet>* out);
 
-  // A peer's connection on a channel (null for this rank itself). Network connections are all made at
-  // setup; a memory peer's are made on first use (its segment is mapped at setup, so no peer takes
-  // part): a plan reaches a few peers, and objects for all of them cost a rank O(n) at init.
+  // A peer's connection on a channel (null for this rank itself, and for a network peer not connected
+  // yet: connectNet). A memory peer's are made on first use (its segment is mapped at setup, so no peer
+  // takes part): a plan reaches a few peers, and objects for all of them cost a rank O(n) at init.
   SendConnection* send(int peer, int channel) const {
     return sends_.getOrMake(index(peer, channel), [&] { return makeMemorySend(peer, channel); });
   }
@@ -70,6 +73,19 @@ class TransportSet {
     return recvs_.getOrMake(index(peer, channel), [&] { return makeMemoryRecv(peer, channel); });
   }
   TransportKind kind(int peer) const { return kinds_[peer]; }
+  // A network peer's connections, every channel both ways: made on first use (net/net_pairing.h) unless
+  // LOOM_NET_CONNECT=eager made them all at setup. Without waiting: *up false while the peer has not
+  // answered; call again (the peer does the same on its side). An error names the peer.
+  Status connectNet(int peer, bool* up) const;
+  // A receive from any rank: advances the connections that network peers asked for (their offers came).
+  Status answerNetPeers() const;
+  // Whether a network peer's connections are made (true for other peers).
+  bool netConnected(int peer) const {
+    return kinds_[peer] != TransportKind::Net || sends_.get(index(peer, channels_ - 1)) != nullptr;
+  }
+  // A network peer without connections: loomRemoteError when its process is gone (its bootstrap listener
+  // refuses a connection), else Ok.
+  Status probeNetPeer(int peer) const;
   // The network connections open (a send or a receive comm per net peer and channel).
   int openNetConnections() const;
   // The memory peers' connections made so far (a send or a receive per peer and channel used).
@@ -150,6 +166,8 @@ class TransportSet {
   std::unique_ptr<SendConnection> makeMemorySend(int peer, int channel) const;
   std::unique_ptr<RecvConnection> makeMemoryRecv(int peer, int channel) const;
   Status setupNet(PeerExchange& exchange);
+  // Network connections made, one peer's every channel (recvs first: a send in its slot says all are).
+  void putNetConnections(int peer, net::NetPairing::Connections made) const;
   Status chooseNetDevice(const net::Provider& provider, int* device) const;
   Status chooseGdr(const net::DeviceProperties& props);
   PeerNotice segmentNotice(int peer) const;  // a memory peer's failure record
@@ -169,6 +187,11 @@ class TransportSet {
   std::unique_ptr<net::Provider> netProvider_;
   net::SendCounters netCounters_;
   net::GdrChoice gdr_;
+  // Network connections on first use (null with LOOM_NET_CONNECT=eager or without network peers); its
+  // lock is taken only to connect, never once a peer's connections are made.
+  std::unique_ptr<net::NetPairing> pairing_;
+  mutable std::mutex pairingMutex_;
+  PeerExchange* exchange_ = nullptr;  // the communicator's bootstrap, which outlives this set
   LazySlots<SendConnection> sends_;  // indexed by index(peer, channel)
   LazySlots<RecvConnection> recvs_;
   std::shared_ptr<Segment> own_;

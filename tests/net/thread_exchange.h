@@ -59,6 +59,17 @@ class ThreadExchange final : public PeerExchange {
     bytesReceived_ += out->size();
     return Status::Ok();
   }
+  Status arrivedFrom(int tag, std::vector<int>* senders) override {
+    std::lock_guard<std::mutex> lock(shared_->mailMutex);
+    senders->clear();
+    for (const auto& [key, queue] : shared_->mail)
+      if (std::get<1>(key) == rank_ && std::get<2>(key) == tag && !queue.empty()) senders->push_back(std::get<0>(key));
+    return Status::Ok();  // (from, to, tag) order: senders in rank order
+  }
+  void tellEach(const std::vector<int>& peers, int tag, const void* data, size_t bytes, int64_t) override {
+    for (int peer : peers) (void)sendMessage(peer, tag, data, bytes);
+  }
+  Status probePeer(int) override { return Status::Ok(); }  // threads of this process: always there
   // What this rank received so far (every allGather's whole table, every message).
   uint64_t bytesReceived() const { return bytesReceived_; }
 

@@ -1,14 +1,13 @@
 // C API: going on without lost ranks (revoke, shrink) and admitting new ones (grow). loom.h says what
 // each call promises; here is how. Shrink repeats no rendezvous of the parent: the parent's init
 // already told every rank where every other one listens (the bootstrap's table), so the first
-// remaining rank starts the child's rendezvous and hands its id to each other remaining rank over a
-// connection of its own; an excluded rank is never asked for anything, and one that dies meanwhile
+// remaining rank starts the child's rendezvous and hands its id to each other remaining rank in a
+// message of its own; an excluded rank is never asked for anything, and one that dies meanwhile
 // makes the others fail within the timeout instead of waiting for it.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "base/socket.h"
 #include "bootstrap/unique_id.h"
 #include "core/api/api_result.h"
 #include "core/communicator.h"
@@ -17,8 +16,7 @@ using namespace loom;
 
 namespace {
 
-// Tags the connections that carry a shrink's id (Bootstrap::connectData): the parent's transports
-// made theirs at init with small tags; this marks the shrink and its count.
+// Tags the messages that carry a shrink's id (Bootstrap::sendMessage): this marks the shrink and its count.
 constexpr int kShrinkTag = 0x53480000;
 
 // Fails every outstanding operation of this rank on comm, and tells its peers (their waits on this
@@ -52,7 +50,8 @@ loomConfig_t inheritedConfig(loomComm_t comm) {
   return c;
 }
 
-// The first remaining rank makes the child's id and hands it to the others; they take it from it.
+// The first remaining rank makes the child's id and hands it to the others (a message each, through the
+// parent's bootstrap); they take it from it.
 Status handOverChildId(loomComm_t comm, const std::vector<int>& remaining, int tag, int64_t timeoutMs,
                        loomUniqueId* id) {
   const int leader = remaining.front();
@@ -61,24 +60,20 @@ Status handOverChildId(loomComm_t comm, const std::vector<int>& remaining, int t
     UniqueIdData data;
     LOOM_TRY(createUniqueId(&data));
     *id = encodeUniqueId(data);
-    for (int peer : remaining) {
-      if (peer == leader) continue;
-      Socket s;
-      LOOM_TRY(comm->bootstrap->connectData(peer, tag, deadline, &s).withContext(fmt::format("handing the new id to rank {}", peer)));
-      LOOM_TRY(sendAll(s, id, sizeof(*id), deadline, nullptr).withContext(fmt::format("handing the new id to rank {}", peer)));
-    }
+    for (int peer : remaining)
+      if (peer != leader)
+        LOOM_TRY(comm->bootstrap->sendMessage(peer, tag, id, sizeof(*id), deadline)
+                     .withContext(fmt::format("handing the new id to rank {}", peer)));
     return Status::Ok();
   }
-  Socket s;
-  int from = -1, gotTag = 0;
-  LOOM_TRY(comm->bootstrap->acceptData(deadline, &s, &from, &gotTag)
-               .withContext(fmt::format("waiting for rank {} (the first remaining rank) to hand over the new id", leader)));
-  if (from != leader || gotTag != tag)
-    return errorStatus(loomInvalidUsage,
-                       "rank {} handed over a shrink's id (tag {:#x}) where rank {} was expected (tag {:#x}): the "
-                       "ranks passed different excludeRanks, or called loomCommShrink a different number of times",
-                       from, gotTag, leader, tag);
-  return recvAll(s, id, sizeof(*id), deadline, nullptr).withContext(fmt::format("receiving the new id from rank {}", leader));
+  std::vector<char> message;
+  LOOM_TRY(comm->bootstrap->recvMessage(leader, tag, &message, deadline)
+               .withContext(fmt::format("waiting for rank {} (the first remaining rank) to hand over the new id "
+                                        "(every remaining rank must pass the same excludeRanks)", leader)));
+  if (message.size() != sizeof(*id))
+    return errorStatus(loomInternalError, "rank {} handed over a shrink's id of {} bytes", leader, message.size());
+  std::memcpy(id, message.data(), sizeof(*id));
+  return Status::Ok();
 }
 
 }  // namespace

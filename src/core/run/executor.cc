@@ -38,11 +38,34 @@ constexpr int64_t kPollOnlyNapUs = 1000;
 // for every runnable thread, then asks again this often while it still spins.
 constexpr int64_t kNetworkSpinProbeNs = 20'000;
 constexpr int64_t kNetworkSpinProbePeriodNs = 100'000;
+// How long a wait for a network peer's connection offer (or a receive from any rank, to which one may
+// come) sleeps at most: the offer arrives on the bootstrap's listener, which the wait does not poll.
+constexpr int64_t kNetConnectNapUs = 500;
 
 }  // namespace
 
+Status PlanRunner::connectNetworkPeers(const BoundPlan& bp) {
+  TransportSet& t = *work_->transports;
+  connectingPeer_ = -1;
+  for (const Lane& lane : bp.plan->lanes)
+    for (const Step& s : lane.steps)
+      for (const int peer : {s.sendPeer, s.recvPeer}) {
+        if (peer < 0 || t.kind(peer) != TransportKind::Net) continue;
+        bool up = false;
+        LOOM_TRY(t.connectNet(peer, &up).withContext(describePlan(bp)));
+        if (!up && connectingPeer_ < 0) connectingPeer_ = peer;
+      }
+  return Status::Ok();
+}
+
 Status PlanRunner::startPlan() {
   BoundPlan& bp = work_->plans[planIndex_];
+  // Network peers are connected on first use: every one the plan names, before its first step (a
+  // step that waited for a connection could hold up a peer that needs this rank's earlier steps).
+  if (work_->transports->hasNetPeers()) {
+    LOOM_TRY(connectNetworkPeers(bp));
+    if (connectingPeer_ >= 0) return Status::Ok();  // not started: the next pass tries again
+  }
   if (bp.stageFrom) {
     if (bp.stageScales)
       copyArray(bp.stagedSend.data(), bp.stageFrom, bp.stagedSend.size() / bp.elemSize, bp.dtype, bp.stageOp, true);
@@ -119,12 +142,17 @@ Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s,
   int recvPeer = s.recvPeer;
   if (recvPeer == kAnyPeer) {
     if (ls.anyPeer < 0) {
+      // A network peer that sends first asks to connect (connections are made on first use): answered
+      // here, its connection then joins the ones looked at.
+      if (t.hasNetPeers()) LOOM_TRY(t.answerNetPeers());
       // The first rank whose next message on the point-to-point channel has arrived (nothing but sends
       // travel there: collectives use channels of their own); its later messages complete the
       // receive. Looking from the next rank up keeps low ranks from always winning.
       for (int k = 1; k < t.nranks() && ls.anyPeer < 0; ++k) {
         const int q = (t.rank() + k) % t.nranks();
-        if (Status st = t.recv(q, ch)->tryRecv(bytes, &in); !st.ok()) {
+        RecvConnection* from = t.recv(q, ch);
+        if (!from) continue;  // a network peer not connected yet
+        if (Status st = from->tryRecv(bytes, &in); !st.ok()) {
           if (t.peerClosed(q)) continue;  // a rank that finished and closed sends nothing more
           return st;
         }
@@ -210,7 +238,10 @@ Status PlanRunner::advance(bool* progressed) {
       *progressed = true;
       return Status::Ok();
     }
-    if (!started_) LOOM_TRY(startPlan());
+    if (!started_) {
+      LOOM_TRY(startPlan());
+      if (!started_) return Status::Ok();  // waits to connect to a network peer
+    }
     const BoundPlan& bp = work_->plans[planIndex_];
     bool lanesDone = true;
     for (size_t l = 0; l < bp.plan->lanes.size(); ++l) {
@@ -262,6 +293,8 @@ std::string PlanRunner::describeCurrent() const {
 
 std::string PlanRunner::describeWaits() const {
   std::string text;
+  if (!done_ && !started_ && connectingPeer_ >= 0)
+    return fmt::format("waits to connect to rank {} over the network (it has not answered)", connectingPeer_);
   if (done_ || !started_) return text;
   const BoundPlan& bp = work_->plans[planIndex_];
   for (size_t l = 0; l < lanes_.size(); ++l) {
@@ -284,6 +317,7 @@ namespace {
 Status anySourceHealth(const TransportSet& t) {
   int gone = 0;
   Status firstGone;
+  std::vector<int> unconnected;  // network peers not connected yet (connections on first use)
   for (int q = 0; q < t.nranks(); ++q) {
     if (q == t.rank()) continue;
     Status st;
@@ -292,13 +326,25 @@ Status anySourceHealth(const TransportSet& t) {
     } else {
       const TransportSet::PeerNotice notice = t.peerNotice(q);
       if (notice.failed) return t.noticeError(q, notice);
+      if (!t.netConnected(q)) {
+        unconnected.push_back(q);
+        continue;
+      }
       st = t.peerHealth(q);
     }
     if (st.ok()) continue;
     ++gone;
     if (firstGone.ok()) firstGone = st;
   }
-  if (gone < t.nranks() - 1) return Status::Ok();
+  // A peer without a connection says nothing when it leaves: only once every other one is gone are
+  // they asked, one at a time until one is still there.
+  if (gone + static_cast<int>(unconnected.size()) < t.nranks() - 1) return Status::Ok();
+  for (int q : unconnected) {
+    const Status st = t.probeNetPeer(q);
+    if (st.ok()) return Status::Ok();
+    ++gone;
+    if (firstGone.ok()) firstGone = st;
+  }
   return errorStatus(loomRemoteError, "no rank is left to send to this receive from any rank: {}{}", firstGone.message(),
                      gone > 1 ? fmt::format(", and the {} other(s) too", gone - 1) : "");
 }
@@ -306,6 +352,8 @@ Status anySourceHealth(const TransportSet& t) {
 }  // namespace
 
 Status PlanRunner::checkBlockedPeers() const {
+  if (!done_ && !started_ && connectingPeer_ >= 0)
+    return work_->transports->peerHealth(connectingPeer_).withContext(describeCurrent());
   if (done_ || !started_) return Status::Ok();
   // Only peers this rank waits on: one that finished its part and exited is no failure. A peer that
   // failed because of another carries that cause in its reason, so the dead rank is still named.
@@ -321,7 +369,12 @@ Status PlanRunner::checkBlockedPeers() const {
 }
 
 void PlanRunner::collectWaits(WaitList* waits) const {
-  if (done_ || !started_ || !work_->transports->hasNetPeers()) return;
+  if (done_ || !work_->transports->hasNetPeers()) return;
+  if (!started_) {
+    // The peer's offer comes through the bootstrap, on nothing this rank polls: look again soon.
+    if (connectingPeer_ >= 0) waits->capSleep(kNetConnectNapUs);
+    return;
+  }
   const BoundPlan& bp = work_->plans[planIndex_];
   TransportSet& t = *work_->transports;
   for (size_t l = 0; l < lanes_.size(); ++l) {
@@ -329,7 +382,8 @@ void PlanRunner::collectWaits(WaitList* waits) const {
     const int channel = static_cast<int>(bp.plan->lanes[l].channel);
     if (ls.waitingOn == Wait::Recv && ls.waitPeer == kAnyPeer) {
       for (int q = 0; q < t.nranks(); ++q)
-        if (q != t.rank()) t.recv(q, channel)->addWaits(waits);
+        if (RecvConnection* from = q != t.rank() ? t.recv(q, channel) : nullptr) from->addWaits(waits);
+      waits->capSleep(kNetConnectNapUs);  // a network peer not connected yet may ask to
     } else if (ls.waitingOn == Wait::Recv) {
       t.recv(ls.waitPeer, channel)->addWaits(waits);
     }
@@ -394,6 +448,7 @@ void IdleWaiter::sleepWithoutDoorbell(const std::vector<pollfd>& fds, bool memor
 }
 
 int PlanRunner::blockedPeer() const {
+  if (!done_ && !started_) return connectingPeer_;
   if (done_ || !started_) return -1;
   for (const LaneState& ls : lanes_)
     if (ls.waitingOn != Wait::None && ls.waitPeer >= 0) return ls.waitPeer;

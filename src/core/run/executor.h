@@ -91,6 +91,7 @@ class PlanRunner {
     work_ = work;
     planIndex_ = 0;
     flushWaitPeer_ = -1;
+    connectingPeer_ = -1;
     started_ = false;
     done_ = false;
     planStartNs_ = 0;
@@ -126,7 +127,10 @@ class PlanRunner {
     uint64_t ticket;
     int peer;
   };
+  // Starts the plan: Ok with started_ still false while a network peer it names is not connected yet
+  // (connectingPeer_); the next pass tries again.
   Status startPlan();
+  Status connectNetworkPeers(const BoundPlan& bp);
   Status tryStep(const BoundPlan& bp, const Lane& lane, const Step& s, LaneState& ls, bool* done);
   // -1 when [dst, dst + bytes) may be written now, else the peer of a direct send still reading it.
   int directSendReading(const char* dst, size_t bytes);
@@ -138,6 +142,7 @@ class PlanRunner {
   std::vector<SendConnection*> sendsUsed_;  // flushed before a plan counts as complete
   std::vector<int> sendPeers_;              // the peer of each of sendsUsed_
   int flushWaitPeer_ = -1;                  // the first peer whose sends had not left at the last pass
+  int connectingPeer_ = -1;                 // a network peer the plan waits to be connected with (not started)
   std::vector<DirectSend> directSends_;      // in flight; a step that writes what one reads waits for it
   bool started_ = false;
   bool done_ = false;

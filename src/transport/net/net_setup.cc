@@ -66,19 +66,12 @@ int findDevice(const Provider& provider, const PreferredNic& nic) {
   return -1;
 }
 
-namespace {
-
-// This rank's outcome of a step of the setup, gathered from every rank (4 bytes each; the reasons only
-// when some rank failed): every rank fails at setup naming the rank that could not set up its network,
-// also ranks that have no network peer in common with it.
-Status agreeOnOutcome(PeerExchange& exchange, const Status& mine) {
+Status agreeOnNetOutcome(PeerExchange& exchange, const Status& mine) {
   const int32_t code = mine.code();
   std::vector<int32_t> codes(static_cast<size_t>(exchange.nranks()));
   LOOM_TRY(exchange.allGather(&code, codes.data(), sizeof code).withContext("agreeing on the network setup"));
   return shareFailure(exchange, codes, mine, "could not set up its network", "agreeing on the network setup");
 }
-
-}  // namespace
 
 Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status& providerError, int device,
                        const std::vector<bool>& peers, int nch, int tag, int64_t timeoutMs,
@@ -102,7 +95,7 @@ Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status&
 
   // Every rank learns whether every other one could listen, before any waits for a peer's handles: a
   // rank that failed may not know who counts it as a peer (a rank without FIFOs names none).
-  LOOM_TRY(agreeOnOutcome(exchange, local));
+  LOOM_TRY(agreeOnNetOutcome(exchange, local));
 
   // Then each network peer gets only what concerns it: this rank's header and the nch handles it
   // listens on for that peer's connections. (An all-gather of every rank's handles for every peer gave
@@ -151,7 +144,7 @@ Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status&
                   theirs.data() + sizeof header + static_cast<size_t>(c) * kHandleBytes, kHandleBytes);
   }
   // A rank that could not send or receive (a peer gone, providers that differ) says so to all.
-  LOOM_TRY(agreeOnOutcome(exchange, mine));
+  LOOM_TRY(agreeOnNetOutcome(exchange, mine));
 
   // Then drive every connect and accept until all are up.
   int missing = 0;

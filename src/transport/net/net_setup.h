@@ -1,4 +1,5 @@
-// Connects one rank to its network peers at communicator init: per (peer, channel) a send connection
+// Connects one rank to all its network peers at once, at communicator init (LOOM_NET_CONNECT=eager, and
+// plan kernels' network lanes; otherwise host connections are made on first use, net_pairing.h): per (peer, channel) a send connection
 // to the peer and a receive connection from it. Each rank listens once per incoming connection and
 // sends each network peer the handles it listens on for that peer (and the name of the provider it
 // uses, so that a mismatch is an error naming the rank) in a message of its own (O(n) bytes per rank,
@@ -24,10 +25,12 @@ struct NetLinks {
   int64_t timeoutMs = 0;  // 0: none
 };
 
-// The tags of the handle messages (PeerExchange::sendMessage): the host transports' connections at
-// init, and plan kernels' network lanes at their first device operation.
+// The tags of the handle messages (PeerExchange::sendMessage): the host transports' connections (at
+// init, or on first use), and plan kernels' network lanes at their first device operation.
 inline constexpr int kHostConnectionsTag = 0x4e455400;
 inline constexpr int kLaneConnectionsTag = 0x4e455401;
+// A failing rank's notice to the network peers it has no connection with (net_pairing.h).
+inline constexpr int kNetNoticeTag = 0x4e455402;
 
 // The provider's comms both ways to every network peer, per channel: `peers[q]` says whether rank q is
 // reached over the network (as q says of this rank); on success `sends`/`recvs` (indexed
@@ -38,6 +41,11 @@ inline constexpr int kLaneConnectionsTag = 0x4e455401;
 Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status& providerError, int device,
                        const std::vector<bool>& peers, int nchannels, int tag, int64_t timeoutMs,
                        std::vector<std::unique_ptr<SendComm>>* sends, std::vector<std::unique_ptr<RecvComm>>* recvs);
+
+// This rank's outcome of a step of the setup, gathered from every rank (4 bytes each; the reasons only
+// when some rank failed): every rank fails at setup naming the rank that could not set up its network,
+// also ranks that have no network peer in common with it. Collective.
+Status agreeOnNetOutcome(PeerExchange& exchange, const Status& mine);
 
 // The same comms as Loom's connections (net_connection.h) for the host executor.
 // `peers[q]` says whether rank q is reached over the network. On success `sends`/`recvs` (indexed

@@ -123,7 +123,7 @@ std::map<std::string, std::function<Status()>> errorReaders() {
   };
   // (LOOM_ALGO is text: its rules' parser refuses a bad value at init, text_settings_test.cc.)
   for (const char* name : {"LOOM_TIMEOUT_MS", "LOOM_CHUNK_BYTES", "LOOM_NCHANNELS", "LOOM_FIFO_SLOTS",
-                           "LOOM_RANKS_PER_NODE", "LOOM_TRANSPORT"})
+                           "LOOM_RANKS_PER_NODE", "LOOM_TRANSPORT", "LOOM_NET_CONNECT"})
     readers[name] = comm;
   auto socket = [] {
     net::socket::SocketConfig c;
@@ -370,7 +370,7 @@ TEST(NcclVariables, UnusableValuesAreIgnoredNotErrors) {
   }
 }
 
-// NCCL_ALGO, NCCL_PROTO, NCCL_DEBUG and NCCL_DEBUG_SUBSYS are read in NCCL's syntax and translated where
+// NCCL_ALGO, NCCL_PROTO, NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_RUNTIME_CONNECT are read in NCCL's syntax and translated where
 // a LOOM_ value says the same; otherwise not read (the reason is logged at first init).
 TEST(NcclVariables, TranslatedOnesSpeakNcclsSyntax) {
   struct Case {
@@ -410,6 +410,9 @@ TEST(NcclVariables, TranslatedOnesSpeakNcclsSyntax) {
       {"NCCL_DEBUG_SUBSYS", "^PROXY,COLL", Setting::DebugSubsys, "^coll"},
       {"NCCL_DEBUG_SUBSYS", "ALL", Setting::DebugSubsys, "ALL"},
       {"NCCL_DEBUG_SUBSYS", "ALLOC,PROXY", Setting::DebugSubsys, ""},
+      {"NCCL_RUNTIME_CONNECT", "0", Setting::NetConnect, "eager"},
+      {"NCCL_RUNTIME_CONNECT", "1", Setting::NetConnect, "lazy"},
+      {"NCCL_RUNTIME_CONNECT", "yes", Setting::NetConnect, ""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.variable) + "=" + c.ncclValue);
