@@ -39,7 +39,7 @@ ASAN_LEFT_OUT="^($(IFS='|'; echo "${asan_matrices[*]} ${asan_skipped[*]}" | tr '
 export GTEST_FILTER='-Builders/Sweep.*'
 # Under TSan every API matrix is 6-9 min; core_* and these cover the threads that share a process:
 # async progress threads, abort from another thread, groups over several comms, each transport.
-tsan_tests=(core_async core_gates core_observability core_bootstrap_junk core_faults api_split_group api_errors net_providers)
+tsan_tests=(core_async core_gates core_observability core_bootstrap_junk core_faults core_lazy_connections api_split_group api_errors net_providers)
 tsan_matrices=(api_threads api_transports_threads api_socket_threads)  # 3 ranks only (LOOM_TEST_RANKS)
 
 export ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -470,28 +470,13 @@ Status Bootstrap::barrierTree(Deadline deadline) {
   return Status::Ok();
 }
 
-Status Bootstrap::acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag) {
-  for (;;) {
-    Hello hello;
-    LOOM_TRY(acceptHello(HelloKind::Data, deadline, out, &hello));
-    if (hello.rank < 0 || hello.rank >= nranks_ || hello.rank == rank_) {
-      LOOM_WARN(Boot, "rank {}: dropped a data connection claiming rank {}", rank_, hello.rank);
-      continue;
-    }
-    *fromRank = hello.rank;
-    *tag = hello.tag;
-    return Status::Ok();
-  }
-}
-
 Status Bootstrap::sendMessage(int peer, int tag, const void* data, size_t bytes) {
   return sendMessage(peer, tag, data, bytes, opDeadline());
 }
 
-Status Bootstrap::sendMessage(int peer, int tag, const void* data, size_t bytes, Deadline deadline) {
+Status Bootstrap::sendMessage(int peer, int tag, const void* data, size_t bytes, Deadline deadline, bool retryRefused) {
   Socket s;
-  // Every rank listened before it joined the table: a refusal means its process is gone.
-  LOOM_TRY(connectTo(table()[static_cast<size_t>(peer)].listenAddress, deadline, abort_, &s, false)
+  LOOM_TRY(connectTo(table()[static_cast<size_t>(peer)].listenAddress, deadline, abort_, &s, retryRefused)
                .withContext(fmt::format("a message to rank {}", peer)));
   const Hello hello = makeHello(HelloKind::Data, tag);
   const uint64_t length = bytes;
@@ -520,23 +505,33 @@ Status Bootstrap::recvMessage(int peer, int tag, std::vector<char>* out) {
 }
 
 Status Bootstrap::recvMessage(int peer, int tag, std::vector<char>* out, Deadline deadline) {
-  std::lock_guard<std::mutex> lock(mailMutex_);
-  for (;;) {
+  const auto take = [&]() -> bool {
     auto kept = mail_.find({peer, tag});
-    if (kept != mail_.end() && !kept->second.empty()) {
-      *out = std::move(kept->second.front());
-      kept->second.pop_front();
-      return Status::Ok();
+    if (kept == mail_.end() || kept->second.empty()) return false;
+    *out = std::move(kept->second.front());
+    kept->second.pop_front();
+    return true;
+  };
+  for (;;) {
+    {
+      // The lock only while taking in what came: another thread of this rank (an operation connecting
+      // to a network peer) looks at the mail meanwhile.
+      std::lock_guard<std::mutex> lock(mailMutex_);
+      if (take()) return Status::Ok();
+      LOOM_TRY(takeArrivedMessages().withContext(fmt::format("waiting for a message (tag {:#x}) from rank {}", tag, peer)));
+      if (take()) return Status::Ok();
     }
-    Socket s;
-    int from = -1, gotTag = 0;
-    LOOM_TRY(acceptData(deadline, &s, &from, &gotTag)
-                 .withContext(fmt::format("waiting for a message (tag {:#x}) from rank {}", tag, peer)));
-    LOOM_TRY(keepMessage(s, from, gotTag, deadline));
+    if (abort_ && abort_->load(std::memory_order_relaxed))
+      return errorStatus(loomRemoteError, "waiting for a message (tag {:#x}) from rank {}: aborted", tag, peer);
+    if (deadline.expired())
+      return errorStatus(loomTimeout, "waiting for a message (tag {:#x}) from rank {}: timed out", tag, peer);
+    pollfd pfd{listener_.fd(), POLLIN, 0};
+    (void)::poll(&pfd, 1, deadline.remainingMs(kMessagePollMs));
   }
 }
 
 Status Bootstrap::takeArrivedMessages() {
+  // Called with mailMutex_ held: one thread accepts at a time.
   for (;;) {
     pollfd pfd{listener_.fd(), POLLIN, 0};
     if (::poll(&pfd, 1, 0) <= 0 || !(pfd.revents & POLLIN)) return Status::Ok();

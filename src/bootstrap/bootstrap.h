@@ -48,8 +48,11 @@ class Bootstrap final : public PeerExchange {
   // kept (`mail_`).
   Status sendMessage(int peer, int tag, const void* data, size_t bytes) override;
   Status recvMessage(int peer, int tag, std::vector<char>* out) override;
-  // As above, by `deadline` (a shrink waits as long as the communicator it makes may).
-  Status sendMessage(int peer, int tag, const void* data, size_t bytes, Deadline deadline);
+  // As above, by `deadline` (a shrink waits as long as the communicator it makes may). A refused
+  // connection fails at once (the peer listened before it joined the table: its process is gone), or
+  // with `retryRefused` is tried again until the deadline: a shrink's first rank then fails when the
+  // ranks it did reach give up on the child it handed them, not before them.
+  Status sendMessage(int peer, int tag, const void* data, size_t bytes, Deadline deadline, bool retryRefused = false);
   Status recvMessage(int peer, int tag, std::vector<char>* out, Deadline deadline);
   Status arrivedFrom(int tag, std::vector<int>* senders) override;
   void tellEach(const std::vector<int>& peers, int tag, const void* data, size_t bytes, int64_t withinMs) override;
@@ -106,15 +109,12 @@ class Bootstrap final : public PeerExchange {
   std::vector<Socket> locals_;    // a leader: from its host's other ranks (tree_.locals)
   std::shared_ptr<LocalExchange> local_;  // every rank a thread of this process: no sockets
   BootstrapTraffic traffic_;
-  // The next incoming data connection (authenticated with the communicator's secret) with who made it
-  // and its tag, by `deadline`.
-  Status acceptData(Deadline deadline, Socket* out, int* fromRank, int* tag);
   // Takes in the messages whose connections wait on the listener now, without waiting for more.
   Status takeArrivedMessages();
   // Reads one message (its length and bytes) from a data connection and keeps it in `mail_`.
   Status keepMessage(const Socket& s, int from, int tag, Deadline deadline);
 
-  std::mutex mailMutex_;  // one receiver at a time
+  std::mutex mailMutex_;  // over mail_ and the listener's accepts: one thread takes in messages at a time
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> mail_;  // (from, tag) -> messages come early
 };
 

@@ -19,6 +19,7 @@ constexpr uint32_t kWireVersion = 4;
 constexpr size_t kSecretBytes = 16;
 constexpr uint32_t kMaxFrameBytes = 64u << 20;  // larger frames are refused as junk
 constexpr int kHelloTimeoutMs = 2000;           // a peer that connects must say hello this quickly
+constexpr int kMessagePollMs = 50;              // a wait for a message looks at its abort flag this often
 constexpr int32_t kProbeTag = 0x50524f42;       // "PROB": a data connection that only asks whether a rank is there
 constexpr int32_t kMaxRanks = 1 << 24;          // a hello for more ranks is junk (tables are sized by it)
 

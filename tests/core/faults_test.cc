@@ -2,6 +2,7 @@
 // on the surviving ranks, quickly, naming who failed; the process stays usable afterwards.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -189,6 +190,34 @@ TEST(Faults, StalledPeerTimesOutNamingIt) {
   ASSERT_EQ(loomCommInitAll(&fresh, 1, nullptr), loomSuccess);
   EXPECT_EQ(loomAllReduce(buf.data(), buf.data(), buf.size(), loomFloat32, loomSum, fresh, nullptr), loomSuccess);
   EXPECT_EQ(loomCommDestroy(fresh), loomSuccess);
+}
+
+// Out of file descriptors while every rank connects to every network peer at init
+// (LOOM_NET_CONNECT=eager): the ranks whose connects or accepts fail tell their peers, so init fails
+// on every rank naming the cause instead of leaving the others waiting (no timeout is set). In a child
+// process: it lowers its own descriptor limit.
+TEST(Faults, RunningOutOfDescriptorsWhileConnectingAtInitFailsEveryRank) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(60);  // a hang fails the test (SIGALRM) instead of stalling the suite
+    const rlimit limit{700, 700};  // enough to listen for every peer, not to connect to all of them
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(20);
+    setenv("LOOM_TRANSPORT", "net", 1);
+    setenv("LOOM_NET_CONNECT", "eager", 1);
+    unsetenv("LOOM_TIMEOUT_MS");
+    constexpr int n = 12;
+    std::vector<loomComm_t> comms(n);
+    if (loomCommInitAll(comms.data(), n, nullptr) == loomSuccess) _exit(21);
+    const std::string message = loomGetLastError(nullptr);
+    std::fprintf(stderr, "%s\n", message.c_str());
+    _exit(message.find("Too many open files") != std::string::npos ? 0 : 22);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status)) + " (14: it hung)"
+                              : "exit " + std::to_string(WEXITSTATUS(status)) + " (21: init succeeded, 22: another error)");
 }
 
 }  // namespace

@@ -51,7 +51,9 @@ loomConfig_t inheritedConfig(loomComm_t comm) {
 }
 
 // The first remaining rank makes the child's id and hands it to the others (a message each, through the
-// parent's bootstrap); they take it from it.
+// parent's bootstrap); they take it from it. A rank that is gone is retried until the deadline, so
+// that the first rank fails no sooner than the ranks it reached, which give up on the child then: all
+// are ready for the next shrink together.
 Status handOverChildId(loomComm_t comm, const std::vector<int>& remaining, int tag, int64_t timeoutMs,
                        loomUniqueId* id) {
   const int leader = remaining.front();
@@ -62,7 +64,7 @@ Status handOverChildId(loomComm_t comm, const std::vector<int>& remaining, int t
     *id = encodeUniqueId(data);
     for (int peer : remaining)
       if (peer != leader)
-        LOOM_TRY(comm->bootstrap->sendMessage(peer, tag, id, sizeof(*id), deadline)
+        LOOM_TRY(comm->bootstrap->sendMessage(peer, tag, id, sizeof(*id), deadline, true)
                      .withContext(fmt::format("handing the new id to rank {}", peer)));
     return Status::Ok();
   }

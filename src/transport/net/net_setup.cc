@@ -73,6 +73,79 @@ Status agreeOnNetOutcome(PeerExchange& exchange, const Status& mine) {
   return shareFailure(exchange, codes, mine, "could not set up its network", "agreeing on the network setup");
 }
 
+namespace {
+
+// Drives every connect and accept of connectNetComms until all are up, the deadline passes, or a peer
+// says it failed (a notice through the exchange: it will not connect; then *peerFailed).
+Status driveConnections(PeerExchange& exchange, Provider* provider, int device, const std::vector<bool>& peers, int nch,
+                        int64_t timeoutMs, std::vector<std::unique_ptr<ListenComm>>& listens,
+                        std::vector<Handle>& connectHandles, std::vector<std::unique_ptr<SendComm>>* sends,
+                        std::vector<std::unique_ptr<RecvComm>>* recvs, bool* peerFailed) {
+  const int nranks = exchange.nranks();
+  *peerFailed = false;
+  int missing = 0;
+  for (int q = 0; q < nranks; ++q)
+    if (peers[q]) missing += 2 * nch;
+  const Deadline deadline = Deadline::afterMs(timeoutMs);
+  int64_t napUs = 20;
+  uint64_t noticesLookedNs = nowNs();
+  while (missing > 0) {
+    bool progressed = false;
+    for (int q = 0; q < nranks; ++q)
+      for (int c = 0; peers[q] && c < nch; ++c) {
+        const size_t i = static_cast<size_t>(q) * nch + c;
+        const std::string where = fmt::format("rank {} (channel {})", q, c);
+        if (!(*sends)[i]) {
+          LOOM_TRY(provider->connect(device, &connectHandles[i], &(*sends)[i]).withContext("connecting to " + where));
+          if ((*sends)[i]) {
+            progressed = true;
+            --missing;
+          }
+        }
+        if (!(*recvs)[i]) {
+          LOOM_TRY(listens[i]->accept(&(*recvs)[i]).withContext("accepting from " + where));
+          if ((*recvs)[i]) {
+            listens[i].reset();
+            progressed = true;
+            --missing;
+          }
+        }
+      }
+    if (progressed) {
+      napUs = 20;
+      continue;
+    }
+    if (nowNs() - noticesLookedNs > 100'000'000) {
+      noticesLookedNs = nowNs();
+      std::vector<int> failed;
+      LOOM_TRY(exchange.arrivedFrom(kNetNoticeTag, &failed));
+      for (int q : failed) {
+        if (q < 0 || q >= nranks || !peers[q]) continue;
+        std::vector<char> notice;
+        LOOM_TRY(exchange.recvMessage(q, kNetNoticeTag, &notice));
+        const size_t skip = std::min(notice.size(), sizeof(int32_t));
+        *peerFailed = true;
+        return errorStatus(loomRemoteError, "{}", std::string(notice.data() + skip, notice.size() - skip));
+      }
+    }
+    if (deadline.expired()) {
+      std::vector<int> late;
+      for (int q = 0; q < nranks; ++q)
+        for (int c = 0; peers[q] && c < nch; ++c) {
+          const size_t i = static_cast<size_t>(q) * nch + c;
+          if ((!(*sends)[i] || !(*recvs)[i]) && (late.empty() || late.back() != q)) late.push_back(q);
+        }
+      return errorStatus(loomTimeout, "network connections with rank(s) {} not up after {} ms (LOOM_TIMEOUT_MS)",
+                         rankList(late), timeoutMs);
+    }
+    nap(napUs);
+    napUs = std::min<int64_t>(napUs * 2, 1000);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status& providerError, int device,
                        const std::vector<bool>& peers, int nch, int tag, int64_t timeoutMs,
                        std::vector<std::unique_ptr<SendComm>>* sends, std::vector<std::unique_ptr<RecvComm>>* recvs) {
@@ -146,50 +219,25 @@ Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status&
   // A rank that could not send or receive (a peer gone, providers that differ) says so to all.
   LOOM_TRY(agreeOnNetOutcome(exchange, mine));
 
-  // Then drive every connect and accept until all are up.
-  int missing = 0;
+  // Then drive every connect and accept until all are up. A rank that fails here tells its peers
+  // (they would wait for its connections forever where no timeout is set), and a rank that waits
+  // looks for such a notice from the peers it still misses.
+  std::vector<int> netPeers;
   for (int q = 0; q < nranks; ++q)
-    if (peers[q]) missing += 2 * nch;
-  const Deadline deadline = Deadline::afterMs(timeoutMs);
-  int64_t napUs = 20;
-  while (missing > 0) {
-    bool progressed = false;
-    for (int q = 0; q < nranks; ++q)
-      for (int c = 0; peers[q] && c < nch; ++c) {
-        const size_t i = static_cast<size_t>(q) * nch + c;
-        const std::string where = fmt::format("rank {} (channel {})", q, c);
-        if (!(*sends)[i]) {
-          LOOM_TRY(provider->connect(device, &connectHandles[i], &(*sends)[i]).withContext("connecting to " + where));
-          if ((*sends)[i]) {
-            progressed = true;
-            --missing;
-          }
-        }
-        if (!(*recvs)[i]) {
-          LOOM_TRY(listens[i]->accept(&(*recvs)[i]).withContext("accepting from " + where));
-          if ((*recvs)[i]) {
-            listens[i].reset();
-            progressed = true;
-            --missing;
-          }
-        }
-      }
-    if (progressed) {
-      napUs = 20;
-      continue;
-    }
-    if (deadline.expired()) {
-      std::vector<int> late;
-      for (int q = 0; q < nranks; ++q)
-        for (int c = 0; peers[q] && c < nch; ++c) {
-          const size_t i = static_cast<size_t>(q) * nch + c;
-          if ((!(*sends)[i] || !(*recvs)[i]) && (late.empty() || late.back() != q)) late.push_back(q);
-        }
-      return errorStatus(loomTimeout, "network connections with rank(s) {} not up after {} ms (LOOM_TIMEOUT_MS)",
-                         rankList(late), timeoutMs);
-    }
-    nap(napUs);
-    napUs = std::min<int64_t>(napUs * 2, 1000);
+    if (peers[q]) netPeers.push_back(q);
+  bool peerFailed = false;
+  Status driven =
+      driveConnections(exchange, provider, device, peers, nch, timeoutMs, listens, connectHandles, sends, recvs, &peerFailed);
+  if (!driven.ok()) {
+    // A peer's failure is passed on as it came: it names the rank that failed first.
+    const std::string reason =
+        peerFailed ? driven.message() : fmt::format("rank {} could not connect: {}", rank, driven.message());
+    std::vector<char> notice(sizeof(int32_t) + reason.size());
+    const int32_t waitsOn = -1;
+    std::memcpy(notice.data(), &waitsOn, sizeof waitsOn);
+    std::memcpy(notice.data() + sizeof waitsOn, reason.data(), reason.size());
+    exchange.tellEach(netPeers, kNetNoticeTag, notice.data(), notice.size(), kNoticeDrainMs);
+    return driven;
   }
   // Both ways to each peer are up and nothing was sent yet: the provider may join them.
   for (int q = 0; q < nranks; ++q)
