@@ -77,6 +77,11 @@ class TransportSet {
   // LOOM_NET_CONNECT=eager made them all at setup. Without waiting: *up false while the peer has not
   // answered; call again (the peer does the same on its side). An error names the peer.
   Status connectNet(int peer, bool* up) const;
+  // What the network provider holds for its comms, moved on (net::Provider::progress): every pass of a
+  // wait of a rank with network peers.
+  void progressNet() const {
+    if (netProvider_) netProvider_->progress();
+  }
   // A receive from any rank: advances the connections that network peers asked for (their offers came).
   Status answerNetPeers() const;
   // Whether a network peer's connections are made (true for other peers).

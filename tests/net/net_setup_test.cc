@@ -106,9 +106,9 @@ TEST(NetSetup, EachRankReceivesOnlyItsOwnHandles) {
   const int channels = options.nchannels + 1;  // the collectives' and the point-to-point one
   for (int rank = 0; rank < n; ++rank) {
     EXPECT_EQ(sets[rank]->openNetConnections(), 2 * (n - 1) * channels) << "rank " << rank;
-    // The memory setup's all-gather of segment descriptors (at most 80 bytes each), two rounds of
+    // The memory setup's all-gather of segment descriptors (at most 80 bytes each), three rounds of
     // 4-byte outcomes, and from each peer its provider's name (48 bytes) and its handles for this rank.
-    const uint64_t bound = n * (80 + 2 * 4) + (n - 1) * (48 + channels * net::kHandleBytes);
+    const uint64_t bound = n * (80 + 3 * 4) + (n - 1) * (48 + channels * net::kHandleBytes);
     EXPECT_LE(received[rank], bound) << "rank " << rank;
   }
   // The connections carry messages both ways between every pair, on every channel.

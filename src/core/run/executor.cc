@@ -232,6 +232,9 @@ Status PlanRunner::tryStep(const BoundPlan& bp, const Lane& lane, const Step& s,
 }
 
 Status PlanRunner::advance(bool* progressed) {
+  // A network send reported complete may still need the provider to move it (UCX's TCP buffers), also
+  // while this plan waits on memory peers only: the peer waiting for it may be what this plan waits on.
+  if (!done_ && work_->transports->hasNetPeers()) work_->transports->progressNet();
   while (!done_) {
     if (planIndex_ >= work_->plans.size()) {
       done_ = true;

@@ -189,6 +189,9 @@ Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status&
     const Status sent = exchange.sendMessage(q, tag, message.data(), message.size());
     if (!sent.ok() && mine.ok()) mine = sent.withContext(fmt::format("sending rank {} this rank's network handles", q));
   }
+  // A rank that could not send (out of descriptors) says so before any rank waits for its message
+  // (without a timeout, forever).
+  LOOM_TRY(agreeOnNetOutcome(exchange, mine));
   std::vector<Handle> connectHandles(slots);
   for (int k = 1; k < nranks && mine.ok(); ++k) {
     const int q = (rank + nranks - k) % nranks;

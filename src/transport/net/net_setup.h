@@ -1,10 +1,12 @@
 // Connects one rank to all its network peers at once, at communicator init (LOOM_NET_CONNECT=eager, and
-// plan kernels' network lanes; otherwise host connections are made on first use, net_pairing.h): per (peer, channel) a send connection
-// to the peer and a receive connection from it. Each rank listens once per incoming connection and
-// sends each network peer the handles it listens on for that peer (and the name of the provider it
-// uses, so that a mismatch is an error naming the rank) in a message of its own (O(n) bytes per rank,
-// not the O(n^2) of an all-gather); every rank then agrees on the outcome (4 bytes each), and every
-// connect and accept is driven together until all are up or the deadline passes.
+// plan kernels' network lanes; otherwise host connections are made on first use, net_pairing.h): per
+// (peer, channel) a send connection to the peer and a receive connection from it. Each rank listens
+// once per incoming connection and sends each network peer the handles it listens on for that peer
+// (and the name of the provider it uses, so that a mismatch is an error naming the rank) in a message
+// of its own (O(n) bytes per rank, not the O(n^2) of an all-gather). Every rank agrees on the outcome
+// (4 bytes each) after listening, after sending and after receiving, so that no rank waits for a
+// message or a connection a failed rank will never send; then every connect and accept is driven
+// together until all are up, a peer says it failed, or the deadline passes.
 #pragma once
 
 #include <memory>
@@ -29,8 +31,10 @@ struct NetLinks {
 // init, or on first use), and plan kernels' network lanes at their first device operation.
 inline constexpr int kHostConnectionsTag = 0x4e455400;
 inline constexpr int kLaneConnectionsTag = 0x4e455401;
-// A failing rank's notice to the network peers it has no connection with (net_pairing.h).
+// A failing rank's notice to the network peers it has no connection with (net_pairing.h), and a rank's
+// word that its side of a pair is up and joined.
 inline constexpr int kNetNoticeTag = 0x4e455402;
+inline constexpr int kNetPairedTag = 0x4e455403;
 
 // The provider's comms both ways to every network peer, per channel: `peers[q]` says whether rank q is
 // reached over the network (as q says of this rank); on success `sends`/`recvs` (indexed

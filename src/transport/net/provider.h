@@ -121,6 +121,11 @@ class Provider {
   // connection, so that each direction's messages carry the other's acknowledgements). The peer pairs
   // its own two in the same call. Nothing changes for a provider that ignores it.
   virtual void pairComms(SendComm& send, RecvComm& recv) { (void)send, (void)recv; }
+  // Loom's addition: moves what the provider holds for its comms without a request being tested (UCX:
+  // a send it reported complete can still sit in its TCP transport's buffer until the worker is
+  // progressed). A waiting rank calls it whatever it waits for, so that a peer waiting on bytes this
+  // rank already sent is not left behind by an operation that uses no network comm.
+  virtual void progress() {}
   // Loom's addition: whether the device spec (LOOM_SOCKET_IFNAME) names this provider's devices. The ib
   // provider's devices are RDMA ports, chosen by LOOM_IB_HCA and the topology; the spec only places
   // its side channel.

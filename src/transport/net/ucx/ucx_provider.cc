@@ -45,6 +45,8 @@ Status UcxProvider::deviceProperties(int device, DeviceProperties* out) const {
   return Status::Ok();
 }
 
+void UcxProvider::progress() { worker_->progress(); }
+
 Status UcxProvider::listen(int device, Handle* handle, std::unique_ptr<ListenComm>* out) {
   if (device != 0) return invalidArgument("ucx provider: no device {}", device);
   return UcxListenComm::create(worker_, outOfBand_, handle, out);

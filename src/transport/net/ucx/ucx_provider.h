@@ -30,6 +30,7 @@ class UcxProvider final : public Provider {
   Status deviceProperties(int device, DeviceProperties* out) const override;
   Status listen(int device, Handle* handle, std::unique_ptr<ListenComm>* out) override;
   Status connect(int device, Handle* handle, std::unique_ptr<SendComm>* out) override;
+  void progress() override;
 
  private:
   UcxProvider() = default;
