@@ -574,7 +574,6 @@ void Bootstrap::tellEach(const std::vector<int>& peers, int tag, const void* dat
   std::vector<Outgoing> out;
   for (int peer : peers) {
     Outgoing o{peer, Socket(), {}, 0, false};
-    if (!startConnect(table()[static_cast<size_t>(peer)].listenAddress, &o.socket).ok()) continue;
     o.bytes.resize(sizeof hello + sizeof length + bytes);
     std::memcpy(o.bytes.data(), &hello, sizeof hello);
     std::memcpy(o.bytes.data() + sizeof hello, &length, sizeof length);
@@ -583,12 +582,16 @@ void Bootstrap::tellEach(const std::vector<int>& peers, int tag, const void* dat
   }
   const Deadline deadline = Deadline::afterMs(withinMs);
   while (!out.empty() && !deadline.expired()) {
+    // A connection that could not start (no descriptor free yet: a failing rank is often out of them)
+    // is tried again on the next round.
+    for (Outgoing& o : out)
+      if (!o.socket.valid()) (void)startConnect(table()[static_cast<size_t>(o.peer)].listenAddress, &o.socket);
     std::vector<pollfd> fds;
-    for (const Outgoing& o : out) fds.push_back(pollfd{o.socket.fd(), POLLOUT, 0});
-    if (::poll(fds.data(), fds.size(), std::max(1, deadline.remainingMs(100))) <= 0) continue;
+    for (const Outgoing& o : out) fds.push_back(pollfd{o.socket.fd(), POLLOUT, 0});  // -1 is ignored by poll
+    if (::poll(fds.data(), fds.size(), std::max(1, std::min(deadline.remainingMs(100), 10))) <= 0) continue;
     for (size_t i = out.size(); i-- > 0;) {
       Outgoing& o = out[i];
-      if (!fds[i].revents) continue;
+      if (!o.socket.valid() || !fds[i].revents) continue;
       bool finished = false;
       if (!o.connected) {
         o.connected = connectOutcome(o.socket, table()[static_cast<size_t>(o.peer)].listenAddress).ok();

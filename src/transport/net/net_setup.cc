@@ -232,6 +232,11 @@ Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status&
   Status driven =
       driveConnections(exchange, provider, device, peers, nch, timeoutMs, listens, connectHandles, sends, recvs, &peerFailed);
   if (!driven.ok()) {
+    // What this rank holds goes first: out of descriptors, it could not open the connections that tell
+    // its peers otherwise.
+    listens.clear();
+    sends->clear();
+    recvs->clear();
     // A peer's failure is passed on as it came: it names the rank that failed first.
     const std::string reason =
         peerFailed ? driven.message() : fmt::format("rank {} could not connect: {}", rank, driven.message());
