@@ -72,17 +72,20 @@ Status NetPairing::offer(int peer, Pair& pair) {
       .withContext(fmt::format("offering rank {} this rank's network connections", peer));
 }
 
+Status NetPairing::peerGaveUp(int peer) {
+  noticesTakenNs_ = 0;  // a failed peer sends a notice instead of what this rank waits for: look now
+  int waitsOn = -1;
+  std::string reason;
+  if (!notice(peer, &waitsOn, &reason)) return Status::Ok();
+  return errorStatus(waitsOn >= 0 ? loomTimeout : loomRemoteError, "rank {} failed before it connected to this rank: {}",
+                     peer, reason);
+}
+
 Status NetPairing::takeOffer(int peer, Pair& pair, bool* taken) {
   *taken = false;
   std::vector<int> senders;
   LOOM_TRY(exchange_->arrivedFrom(kHostConnectionsTag, &senders));
-  if (!std::binary_search(senders.begin(), senders.end(), peer)) {
-    noticesTakenNs_ = 0;  // a failed peer sends a notice instead of its offer: look now
-    if (int waitsOn = -1; notice(peer, &waitsOn, nullptr))
-      return errorStatus(waitsOn >= 0 ? loomTimeout : loomRemoteError, "rank {} failed before it connected to this "
-                         "rank: {}", peer, notices_[peer].reason);
-    return Status::Ok();
-  }
+  if (!std::binary_search(senders.begin(), senders.end(), peer)) return peerGaveUp(peer);
   std::vector<char> theirs;
   LOOM_TRY(exchange_->recvMessage(peer, kHostConnectionsTag, &theirs));  // it came: no wait
   OfferHeader header;
@@ -122,7 +125,7 @@ Status NetPairing::drive(int peer, Pair& pair, Connections* made, bool* up) {
     }
     all = all && pair.sends[c] && pair.recvs[c];
   }
-  if (!all) return Status::Ok();
+  if (!all) return peerGaveUp(peer);
   // Provider::pairComms joins a channel's two comms only while neither side sent anything: each side
   // joins its own, then says so, and a side sends only once the other said it (the socket provider then
   // carries each direction's acknowledgements with the other's messages: 8 B across hosts took 15%
@@ -135,7 +138,7 @@ Status NetPairing::drive(int peer, Pair& pair, Connections* made, bool* up) {
   }
   std::vector<int> senders;
   LOOM_TRY(exchange_->arrivedFrom(kNetPairedTag, &senders));
-  if (!std::binary_search(senders.begin(), senders.end(), peer)) return Status::Ok();
+  if (!std::binary_search(senders.begin(), senders.end(), peer)) return peerGaveUp(peer);
   std::vector<char> empty;
   LOOM_TRY(exchange_->recvMessage(peer, kNetPairedTag, &empty));  // it came: no wait
   made->sends.resize(nch);

@@ -63,6 +63,9 @@ class NetPairing {
   Status takeOffer(int peer, Pair& pair, bool* taken);
   Status drive(int peer, Pair& pair, Connections* made, bool* up);
   Status tellFailure(int peer, const Status& why);
+  // loomRemoteError (loomTimeout where it gave up waiting on another rank) when `peer` sent its failure
+  // notice instead of what this rank waits for; else Ok.
+  Status peerGaveUp(int peer);
   void takeNotices();  // the notices that came, into notices_
 
   struct Notice {
