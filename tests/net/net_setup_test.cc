@@ -187,5 +187,23 @@ TEST(NetSetup, APeerThatFailsBeforeAnsweringIsNamed) {
   EXPECT_NE(st.message().find("ran out of memory (a test)"), std::string::npos) << st.message();
 }
 
+// The same once the pair is under way on both sides: rank 0 answered rank 3's offer and started
+// connecting, then failed; rank 3, connecting, fails naming it instead of waiting for connections that
+// will not come.
+TEST(NetSetup, APeerThatFailsWhileConnectingIsNamed) {
+  Ranks ranks;
+  makeSets(loopbackOptions(false), &ranks);
+  bool up = false;
+  ASSERT_TRUE(ranks.sets[3]->connectNet(0, &up).ok());  // rank 3 offers
+  ASSERT_TRUE(ranks.sets[0]->answerNetPeers().ok());     // rank 0 offers back, takes 3's, starts connecting
+  ranks.sets[0]->markFailed("rank 0 lost its GPU (a test)", true);
+  Status st;
+  for (int i = 0; i < 100000 && st.ok() && !up; ++i) st = ranks.sets[3]->connectNet(0, &up);
+  EXPECT_FALSE(up);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("lost its GPU (a test)"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace loom
