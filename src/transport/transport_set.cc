@@ -268,15 +268,19 @@ void TransportSet::putNetConnections(int peer, net::NetPairing::Connections made
   for (int c = 0; c < channels_; ++c) sends_.put(index(peer, c), std::move(made.sends[static_cast<size_t>(c)]));
 }
 
+Status TransportSet::advancePairLocked(int peer, bool* up) const {
+  net::NetPairing::Connections made;
+  LOOM_TRY(pairing_->advance(peer, &made, up).withContext(describePeer(peer)));
+  if (!made.sends.empty()) putNetConnections(peer, std::move(made));
+  return Status::Ok();
+}
+
 Status TransportSet::connectNet(int peer, bool* up) const {
   *up = netConnected(peer);
   if (*up) return Status::Ok();
   std::lock_guard<std::mutex> lock(pairingMutex_);
   if (!pairing_) return internalError("{}: no network connection and none to make", describePeer(peer));
-  net::NetPairing::Connections made;
-  LOOM_TRY(pairing_->advance(peer, &made, up).withContext(describePeer(peer)));
-  if (!made.sends.empty()) putNetConnections(peer, std::move(made));
-  return Status::Ok();
+  return advancePairLocked(peer, up);
 }
 
 Status TransportSet::probeNetPeer(int peer) const {
@@ -291,10 +295,8 @@ Status TransportSet::answerNetPeers() const {
   LOOM_TRY(pairing_->peersToAnswer(&asked));
   for (int peer : asked) {
     if (peer < 0 || peer >= nranks_ || kinds_[peer] != TransportKind::Net) continue;  // not a network peer: ignored
-    net::NetPairing::Connections made;
     bool up = false;
-    LOOM_TRY(pairing_->advance(peer, &made, &up).withContext(describePeer(peer)));
-    if (!made.sends.empty()) putNetConnections(peer, std::move(made));
+    LOOM_TRY(advancePairLocked(peer, &up));
   }
   return Status::Ok();
 }
@@ -337,7 +339,7 @@ Status TransportSet::noticeError(int peer, const PeerNotice& notice) const {
 Status TransportSet::peerRecordedFailure(int peer) const { return noticeError(peer, segmentNotice(peer)); }
 
 Status TransportSet::peerHealth(int peer) const {
-  if (kinds_[peer] == TransportKind::Net && !recvs_.get(index(peer, 0))) {
+  if (!netConnected(peer)) {
     // Not connected yet: while this rank waits for the peer's answer, a refused probe says it is gone.
     std::lock_guard<std::mutex> lock(pairingMutex_);
     if (!pairing_ || !pairing_->pending(peer)) return Status::Ok();
@@ -373,7 +375,7 @@ TransportSet::PeerNotice TransportSet::peerNotice(int peer) const {
   PeerNotice n;
   if (peer == rank_) return n;
   if (kinds_[peer] != TransportKind::Net) return segmentNotice(peer);
-  if (!recvs_.get(index(peer, 0))) {
+  if (!netConnected(peer)) {
     // Not connected (connections on first use): a notice comes through the bootstrap, if at all.
     std::lock_guard<std::mutex> lock(pairingMutex_);
     if (pairing_) n.failed = pairing_->notice(peer, &n.waitsOn, &n.reason);

@@ -173,6 +173,8 @@ class TransportSet {
   Status setupNet(PeerExchange& exchange);
   // Network connections made, one peer's every channel (recvs first: a send in its slot says all are).
   void putNetConnections(int peer, net::NetPairing::Connections made) const;
+  // One step of the pairing with `peer` (pairingMutex_ held), its connections put in their slots once made.
+  Status advancePairLocked(int peer, bool* up) const;
   Status chooseNetDevice(const net::Provider& provider, int* device) const;
   Status chooseGdr(const net::DeviceProperties& props);
   PeerNotice segmentNotice(int peer) const;  // a memory peer's failure record

@@ -28,6 +28,15 @@ struct NetPairing::Pair {
   std::vector<std::unique_ptr<SendComm>> sends;
   std::vector<std::unique_ptr<RecvComm>> recvs;
   Status failure;
+
+  // For good: what it holds goes, later advances return `why`.
+  void fail(const Status& why) {
+    stage = Stage::Failed;
+    failure = why;
+    listens.clear();
+    sends.clear();
+    recvs.clear();
+  }
 };
 
 NetPairing::NetPairing(PeerExchange* exchange, Provider* provider, int device, const NetLinks& links,
@@ -185,13 +194,7 @@ Status NetPairing::advance(int peer, Connections* made, bool* up) {
       st = drive(peer, pair, made, up);
       break;
   }
-  if (!st.ok()) {
-    pair.stage = Stage::Failed;
-    pair.failure = st;
-    pair.listens.clear();
-    pair.sends.clear();
-    pair.recvs.clear();
-  }
+  if (!st.ok()) pair.fail(st);
   return st;
 }
 
@@ -209,20 +212,11 @@ Status NetPairing::peersToAnswer(std::vector<int>* peers) {
 }
 
 void NetPairing::abandon(const std::string& reason, int waitsOn, const std::vector<int>& unconnected) {
-  std::vector<char> message(sizeof(int32_t) + reason.size());
-  const int32_t on = waitsOn;
-  std::memcpy(message.data(), &on, sizeof on);
-  std::memcpy(message.data() + sizeof on, reason.data(), reason.size());
+  const std::vector<char> message = encodeNetNotice(waitsOn, reason);
   exchange_->tellEach(unconnected, kNetNoticeTag, message.data(), message.size(), kNoticeDrainMs);
   const Status why = errorStatus(loomRemoteError, "this rank failed: {}", reason);
-  for (auto& [peer, pair] : pairs_) {
-    if (pair->stage == Stage::Up) continue;
-    pair->stage = Stage::Failed;
-    pair->failure = why;
-    pair->listens.clear();
-    pair->sends.clear();
-    pair->recvs.clear();
-  }
+  for (auto& [peer, pair] : pairs_)
+    if (pair->stage != Stage::Up) pair->fail(why);
 }
 
 void NetPairing::takeNotices() {
@@ -230,12 +224,9 @@ void NetPairing::takeNotices() {
   if (!exchange_->arrivedFrom(kNetNoticeTag, &senders).ok()) return;
   for (int peer : senders) {
     std::vector<char> message;
-    if (!exchange_->recvMessage(peer, kNetNoticeTag, &message).ok() || message.size() < sizeof(int32_t)) continue;
-    Notice& n = notices_[peer];
-    int32_t on = -1;
-    std::memcpy(&on, message.data(), sizeof on);
-    n.waitsOn = on;
-    n.reason.assign(message.data() + sizeof on, message.size() - sizeof on);
+    Notice n;
+    if (exchange_->recvMessage(peer, kNetNoticeTag, &message).ok() && decodeNetNotice(message, &n.waitsOn, &n.reason))
+      notices_[peer] = std::move(n);
   }
 }
 

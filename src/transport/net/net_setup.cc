@@ -66,6 +66,23 @@ int findDevice(const Provider& provider, const PreferredNic& nic) {
   return -1;
 }
 
+std::vector<char> encodeNetNotice(int waitsOn, const std::string& reason) {
+  const int32_t on = waitsOn;
+  std::vector<char> message(sizeof on + reason.size());
+  std::memcpy(message.data(), &on, sizeof on);
+  std::memcpy(message.data() + sizeof on, reason.data(), reason.size());
+  return message;
+}
+
+bool decodeNetNotice(const std::vector<char>& message, int* waitsOn, std::string* reason) {
+  int32_t on = -1;
+  if (message.size() < sizeof on) return false;
+  std::memcpy(&on, message.data(), sizeof on);
+  *waitsOn = on;
+  reason->assign(message.data() + sizeof on, message.size() - sizeof on);
+  return true;
+}
+
 Status agreeOnNetOutcome(PeerExchange& exchange, const Status& mine) {
   const int32_t code = mine.code();
   std::vector<int32_t> codes(static_cast<size_t>(exchange.nranks()));
@@ -123,9 +140,11 @@ Status driveConnections(PeerExchange& exchange, Provider* provider, int device, 
         if (q < 0 || q >= nranks || !peers[q]) continue;
         std::vector<char> notice;
         LOOM_TRY(exchange.recvMessage(q, kNetNoticeTag, &notice));
-        const size_t skip = std::min(notice.size(), sizeof(int32_t));
+        int waitsOn = -1;
+        std::string reason;
+        (void)decodeNetNotice(notice, &waitsOn, &reason);  // a short one fails the setup all the same
         *peerFailed = true;
-        return errorStatus(loomRemoteError, "{}", std::string(notice.data() + skip, notice.size() - skip));
+        return errorStatus(loomRemoteError, "{}", reason);
       }
     }
     if (deadline.expired()) {
@@ -240,10 +259,7 @@ Status connectNetComms(PeerExchange& exchange, Provider* provider, const Status&
     // A peer's failure is passed on as it came: it names the rank that failed first.
     const std::string reason =
         peerFailed ? driven.message() : fmt::format("rank {} could not connect: {}", rank, driven.message());
-    std::vector<char> notice(sizeof(int32_t) + reason.size());
-    const int32_t waitsOn = -1;
-    std::memcpy(notice.data(), &waitsOn, sizeof waitsOn);
-    std::memcpy(notice.data() + sizeof waitsOn, reason.data(), reason.size());
+    const std::vector<char> notice = encodeNetNotice(-1, reason);
     exchange.tellEach(netPeers, kNetNoticeTag, notice.data(), notice.size(), kNoticeDrainMs);
     return driven;
   }

@@ -36,6 +36,11 @@ inline constexpr int kLaneConnectionsTag = 0x4e455401;
 inline constexpr int kNetNoticeTag = 0x4e455402;
 inline constexpr int kNetPairedTag = 0x4e455403;
 
+// A failure notice as kNetNoticeTag's messages carry it: the rank it gave up waiting on (-1: a failure
+// of its own), then its reason. Decoding fails (false) on a message too short to hold the first.
+std::vector<char> encodeNetNotice(int waitsOn, const std::string& reason);
+bool decodeNetNotice(const std::vector<char>& message, int* waitsOn, std::string* reason);
+
 // The provider's comms both ways to every network peer, per channel: `peers[q]` says whether rank q is
 // reached over the network (as q says of this rank); on success `sends`/`recvs` (indexed
 // q * nchannels + c) hold one comm each way for every such (q, c), paired (Provider::pairComms).
